@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages in scripts/packages.txt. Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+[ "$(id -u)" = 0 ] || { echo "deps.sh: run as root (apt-get install)" >&2; exit 1; }
+mapfile -t pkgs < <(sed 's/#.*//' packages.txt | tr ' ' '\n' | sed '/^$/d')
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# node/npm may come from elsewhere (nvm, the image); do not fight them.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+	missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sed '/^$/d')
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all ${#pkgs[@]} packages present"
+	exit 0
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,328 @@
+/* Allocation, cause strings and filesystem helpers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+void *
+xmalloc(size_t size)
+{
+	void *p;
+
+	if (size == 0)
+		size = 1;
+	if ((p = malloc(size)) == NULL)
+		fatal("xmalloc %zu", size);
+	return p;
+}
+
+void *
+xcalloc(size_t nmemb, size_t size)
+{
+	void *p;
+
+	if (nmemb == 0 || size == 0)
+		nmemb = size = 1;
+	if ((p = calloc(nmemb, size)) == NULL)
+		fatal("xcalloc %zu*%zu", nmemb, size);
+	return p;
+}
+
+void *
+xreallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	void *p;
+
+	if (size != 0 && nmemb > SIZE_MAX / size)
+		fatalx("xreallocarray: %zu*%zu overflows", nmemb, size);
+	if ((p = realloc(ptr, nmemb * size != 0 ? nmemb * size : 1)) == NULL)
+		fatal("xreallocarray %zu*%zu", nmemb, size);
+	return p;
+}
+
+char *
+xstrdup(const char *s)
+{
+	char *p;
+
+	if ((p = strdup(s)) == NULL)
+		fatal("xstrdup");
+	return p;
+}
+
+int
+xasprintf(char **ret, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(ret, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		fatal("xasprintf");
+	return n;
+}
+
+void
+cause_set(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (cause == NULL)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		fatal("cause_set");
+	va_end(ap);
+	free(*cause);
+	*cause = msg;
+}
+
+void
+cause_wrap(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+	char *ctx, *msg;
+
+	if (cause == NULL)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&ctx, fmt, ap) < 0)
+		fatal("cause_wrap");
+	va_end(ap);
+	if (*cause != NULL) {
+		xasprintf(&msg, "%s: %s", ctx, *cause);
+		free(ctx);
+		free(*cause);
+		*cause = msg;
+	} else
+		*cause = ctx;
+}
+
+int
+mkdir_p(const char *path, mode_t mode, char **cause)
+{
+	char buf[PATH_MAX];
+	char *p;
+	size_t len;
+
+	len = strlen(path);
+	if (len == 0 || len >= sizeof(buf)) {
+		cause_set(cause, "mkdir %s: bad path length", path);
+		return -1;
+	}
+	memcpy(buf, path, len + 1);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) == -1 && errno != EEXIST) {
+			cause_set(cause, "mkdir %s: %s", buf, strerror(errno));
+			return -1;
+		}
+		*p = '/';
+	}
+	if (mkdir(buf, mode) == -1 && errno != EEXIST) {
+		cause_set(cause, "mkdir %s: %s", buf, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+read_file(const char *path, size_t maxlen, char **out, size_t *outlen, char **cause)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (len + 1 >= cap) {
+			cap = cap ? cap * 2 : 4096;
+			buf = xreallocarray(buf, cap, 1);
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			cause_set(cause, "read %s: %s", path, strerror(errno));
+			goto bad;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > maxlen) {
+			cause_set(cause, "%s: larger than %zu bytes", path, maxlen);
+			goto bad;
+		}
+	}
+	close(fd);
+	if (buf == NULL)
+		buf = xcalloc(1, 1);
+	buf[len] = '\0';
+	*out = buf;
+	if (outlen != NULL)
+		*outlen = len;
+	return 0;
+bad:
+	close(fd);
+	free(buf);
+	return -1;
+}
+
+int
+write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char **cause)
+{
+	char *tmp;
+	const char *p = data;
+	ssize_t n;
+	int fd;
+
+	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)) == -1) {
+		cause_set(cause, "create %s: %s", tmp, strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	while (len > 0) {
+		if ((n = write(fd, p, len)) == -1) {
+			if (errno == EINTR)
+				continue;
+			cause_set(cause, "write %s: %s", tmp, strerror(errno));
+			goto bad;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (fchmod(fd, mode) == -1 || fsync(fd) == -1) {
+		cause_set(cause, "sync %s: %s", tmp, strerror(errno));
+		goto bad;
+	}
+	if (close(fd) == -1) {
+		fd = -1;
+		cause_set(cause, "close %s: %s", tmp, strerror(errno));
+		goto bad;
+	}
+	fd = -1;
+	if (rename(tmp, path) == -1) {
+		cause_set(cause, "rename %s: %s", path, strerror(errno));
+		goto bad;
+	}
+	free(tmp);
+	return 0;
+bad:
+	if (fd != -1)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return -1;
+}
+
+int
+path_exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static int
+remove_tree_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (remove(path) == -1 && errno != ENOENT)
+		return errno;
+	return 0;
+}
+
+int
+remove_tree(const char *path, char **cause)
+{
+	int rc;
+
+	if (!path_exists(path))
+		return 0;
+	rc = nftw(path, remove_tree_cb, 64, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (rc != 0) {
+		cause_set(cause, "remove %s: %s", path, strerror(rc > 0 ? rc : errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+hex_encode(const unsigned char *in, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+}
+
+void
+sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = sizeof(md);
+
+	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1)
+		fatalx("sha256 failed");
+	hex_encode(md, 32, out);
+}
+
+int
+sha256_file_hex(const char *path, char out[65], char **cause)
+{
+	unsigned char md[32], buf[65536];
+	unsigned int mdlen = sizeof(md);
+	EVP_MD_CTX *ctx;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		fatalx("EVP_MD_CTX_new");
+	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		fatalx("sha256 init");
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			cause_set(cause, "read %s: %s", path, strerror(errno));
+			goto out;
+		}
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+	}
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	hex_encode(md, 32, out);
+	rc = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	return rc;
+}

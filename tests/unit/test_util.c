@@ -1,0 +1,98 @@
+/* Common helpers: causes, atomic writes, names, spawn. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "common/subproc.h"
+#include "common/util.h"
+#include "t.h"
+
+static void
+test_cause(void)
+{
+	char *cause = NULL;
+
+	cause_set(&cause, "inner %d", 1);
+	cause_wrap(&cause, "outer");
+	CHECK_STR(cause, "outer: inner 1");
+	free(cause);
+	cause_set(NULL, "ignored");
+}
+
+static void
+test_files(void)
+{
+	char dir[] = "/tmp/airlock-test-XXXXXX", *p, *data = NULL, *cause = NULL;
+	struct stat st;
+	size_t len;
+
+	CHECK(mkdtemp(dir) != NULL);
+	xasprintf(&p, "%s/a/b/c", dir);
+	CHECK(mkdir_p(p, 0755, &cause) == 0);
+	free(p);
+	xasprintf(&p, "%s/a/f", dir);
+	CHECK(write_file_atomic(p, "hello", 5, 0600, &cause) == 0);
+	CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
+	CHECK(read_file(p, 100, &data, &len, &cause) == 0 && len == 5);
+	CHECK_STR(data, "hello");
+	free(data);
+	CHECK(read_file(p, 3, &data, &len, &cause) == -1);
+	CHECK_CAUSE(cause, "larger than");
+	free(p);
+	CHECK(remove_tree(dir, &cause) == 0);
+	CHECK(!path_exists(dir));
+	free(cause);
+}
+
+static void
+test_names(void)
+{
+	CHECK(paths_valid_name("base"));
+	CHECK(paths_valid_name("py3.11-slim_x"));
+	CHECK(!paths_valid_name(""));
+	CHECK(!paths_valid_name("../etc"));
+	CHECK(!paths_valid_name("a/b"));
+	CHECK(!paths_valid_name(".hidden"));
+	CHECK(!paths_valid_name("Upper"));
+}
+
+static void
+test_spawn(void)
+{
+	const char *ok[] = { "true", NULL };
+	const char *fail[] = { "sh", "-c", "echo boom >&2; exit 3", NULL };
+	const char *missing[] = { "/nonexistent/prog", NULL };
+	const char *echo[] = { "echo", "hi", NULL };
+	char *cause = NULL, *out = NULL;
+
+	CHECK(subproc_run(ok, NULL, SUBPROC_OUTPUT_TAIL, &cause) == 0);
+	CHECK(subproc_run(fail, NULL, SUBPROC_OUTPUT_TAIL, &cause) == -1);
+	CHECK_CAUSE(cause, "status 3");
+	CHECK_CAUSE(cause, "boom");
+	CHECK(subproc_run(missing, NULL, SUBPROC_OUTPUT_TAIL, &cause) == -1);
+	CHECK_CAUSE(cause, "/nonexistent/prog");
+	CHECK(subproc_capture(echo, 100, &out, &cause) == 0);
+	CHECK_STR(out, "hi");
+	free(out);
+	free(cause);
+}
+
+static void
+test_sha(void)
+{
+	char h[65];
+
+	sha256_hex("abc", 3, h);
+	CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+int
+main(void)
+{
+	T_RUN(test_cause);
+	T_RUN(test_files);
+	T_RUN(test_names);
+	T_RUN(test_spawn);
+	T_RUN(test_sha);
+	return t_done();
+}
