@@ -463,11 +463,14 @@ tb_customize(struct tb *tb, char **cause)
 	rc = tb_write(tb, "/usr/local/share/ca-certificates/airlock-ca.crt", pem, 0644, 0, 0, cause);
 	if (rc == 0)
 		rc = tb_write(tb, "/etc/ssl/certs/airlock-ca.pem", pem, 0644, 0, 0, cause);
-	if (rc == 0 && path_exists(s = tb_path(tb, TB_BUNDLE)))
-		rc = tb_append(tb, TB_BUNDLE, pem, cause);
-	else if (rc == 0)
-		rc = tb_write(tb, TB_BUNDLE, pem, 0644, 0, 0, cause);
-	free(s);
+	if (rc == 0) {
+		s = tb_path(tb, TB_BUNDLE);
+		if (path_exists(s))
+			rc = tb_append(tb, TB_BUNDLE, pem, cause);
+		else
+			rc = tb_write(tb, TB_BUNDLE, pem, 0644, 0, 0, cause);
+		free(s);
+	}
 	free(pem);
 	if (rc == -1)
 		goto bad;
