@@ -326,3 +326,13 @@ out:
 	close(fd);
 	return rc;
 }
+
+char *
+xstrndup(const char *s, size_t n)
+{
+	char *p;
+
+	if ((p = strndup(s, n)) == NULL)
+		fatal("xstrndup");
+	return p;
+}

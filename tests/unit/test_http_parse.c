@@ -1,0 +1,188 @@
+/* HTTP request parsing: valid heads, smuggling-shaped inputs, chunked bodies. */
+#include "common/http_parse.h"
+#include "common/util.h"
+#include "t.h"
+
+static ssize_t
+parse(const char *s, struct http_head *h, int *status, char **cause)
+{
+	return http_parse_head(s, strlen(s), h, status, cause);
+}
+
+static void
+test_valid(void)
+{
+	const char *req = "GET /v1/sandboxes?state=running HTTP/1.1\r\nHost: x\r\n"
+	    "X-A:  padded  \r\nContent-Length: 5\r\n\r\nhello";
+	struct http_head h;
+	char *cause = NULL;
+	int status;
+
+	CHECK(parse(req, &h, &status, &cause) == (ssize_t)(strlen(req) - 5));
+	CHECK_STR(h.method, "GET");
+	CHECK_STR(h.target, "/v1/sandboxes?state=running");
+	CHECK(h.minor == 1 && h.keep_alive == 1 && h.content_length == 5 && !h.chunked);
+	CHECK_STR(http_head_get(&h, "x-a"), "padded");
+	http_head_free(&h);
+	/* Incomplete: need more. */
+	CHECK(parse("GET / HTTP/1.1\r\nHost: x\r\n", &h, &status, &cause) == 0);
+	/* HTTP/1.0 defaults to close. */
+	CHECK(parse("GET / HTTP/1.0\r\n\r\n", &h, &status, &cause) > 0 && h.keep_alive == 0);
+	http_head_free(&h);
+	CHECK(parse("\r\nPOST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	    "Connection: close\r\n\r\n", &h, &status, &cause) > 0);
+	CHECK(h.chunked && !h.keep_alive);
+	http_head_free(&h);
+	CHECK(parse("GET /ws HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\n"
+	    "Upgrade: websocket\r\n\r\n", &h, &status, &cause) > 0 && h.upgrade);
+	http_head_free(&h);
+	free(cause);
+}
+
+static void
+test_rejects(void)
+{
+	static const struct { const char *req; int status; const char *needle; } cases[] = {
+		{ "GET / HTTP/1.1\r\n\r\n", 400, "without Host" },
+		{ "GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/1.0" },
+		{ "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "request line" },
+		{ "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "method" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400, "folding" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n", 400, "header name" },
+		{ "GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\n", 400, "bare" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "both" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400, "conflicting" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", 400, "Content-Length" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "chunked" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "duplicate Host" },
+		{ "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "target" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX: a\x7f\r\n\r\n", 400, "header value" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", 417, "Expect" },
+	};
+	struct http_head h;
+	char *cause = NULL;
+	int status;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		status = 0;
+		CHECK(parse(cases[i].req, &h, &status, &cause) == -1);
+		CHECK(status == cases[i].status);
+		CHECK_CAUSE(cause, cases[i].needle);
+	}
+	/* Oversized head. */
+	char *big = xmalloc(HTTP_HEAD_MAX + 100);
+	memset(big, 'a', HTTP_HEAD_MAX + 99);
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	big[HTTP_HEAD_MAX + 99] = '\0';
+	CHECK(parse(big, &h, &status, &cause) == -1 && status == 431);
+	free(big);
+	free(cause);
+}
+
+struct sink {
+	char	buf[256];
+	size_t	len;
+};
+
+static void
+sink_cb(void *arg, const char *data, size_t n)
+{
+	struct sink *s = arg;
+
+	if (s->len + n < sizeof(s->buf)) {
+		memcpy(s->buf + s->len, data, n);
+		s->len += n;
+	}
+}
+
+static void
+test_chunked(void)
+{
+	const char *body = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+	struct http_head h = { .chunked = 1 };
+	struct http_body b;
+	struct sink s = { .len = 0 };
+	char *cause = NULL;
+	size_t consumed, i, pos = 0;
+	enum http_body_state st = HTTP_BODY_MORE;
+
+	/* Feed one byte at a time: the decoder must handle every split point. */
+	http_body_init(&b, &h, 0);
+	for (i = 0; i < strlen(body) && st == HTTP_BODY_MORE; i++) {
+		st = http_body_feed(&b, body + i, 1, &consumed, sink_cb, &s, &cause);
+		pos += consumed;
+	}
+	CHECK(st == HTTP_BODY_DONE);
+	CHECK(s.len == 11 && memcmp(s.buf, "hello world", 11) == 0);
+	CHECK(strcmp(body + pos, "NEXT") == 0);
+
+	/* Whole buffer at once leaves the next request's bytes unconsumed. */
+	memset(&s, 0, sizeof(s));
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, body, strlen(body), &consumed, sink_cb, &s, &cause) == HTTP_BODY_DONE);
+	CHECK(strcmp(body + consumed, "NEXT") == 0);
+
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, "zz\r\n", 4, &consumed, sink_cb, &s, &cause) == HTTP_BODY_ERROR);
+	CHECK_CAUSE(cause, "chunk size");
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, "3\r\nabcX", 7, &consumed, sink_cb, &s, &cause) == HTTP_BODY_ERROR);
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, "3\nabc", 5, &consumed, sink_cb, &s, &cause) == HTTP_BODY_ERROR);
+	/* Size limit. */
+	http_body_init(&b, &h, 4);
+	CHECK(http_body_feed(&b, "5\r\nhello\r\n", 10, &consumed, sink_cb, &s, &cause) == HTTP_BODY_ERROR);
+	CHECK_CAUSE(cause, "too large");
+	free(cause);
+}
+
+static void
+test_length_body(void)
+{
+	struct http_head h = { .content_length = 3 };
+	struct http_body b;
+	struct sink s = { .len = 0 };
+	size_t consumed;
+	char *cause = NULL;
+
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, "ab", 2, &consumed, sink_cb, &s, &cause) == HTTP_BODY_MORE);
+	CHECK(http_body_feed(&b, "cdef", 4, &consumed, sink_cb, &s, &cause) == HTTP_BODY_DONE);
+	CHECK(consumed == 1 && s.len == 3);
+}
+
+static void
+test_target(void)
+{
+	char *path, *query, *v;
+
+	CHECK(http_split_target("/v1/sandboxes/a%20b/files?path=%2Ftmp%2Fx+y&depth=2", &path, &query) == 0);
+	CHECK_STR(path, "/v1/sandboxes/a b/files");
+	CHECK_STR(v = http_query_get(query, "path"), "/tmp/x y");
+	free(v);
+	CHECK_STR(v = http_query_get(query, "depth"), "2");
+	free(v);
+	CHECK(http_query_get(query, "dep") == NULL);
+	free(path);
+	free(query);
+	CHECK(http_split_target("/a%00b", &path, &query) == -1);
+	CHECK(http_split_target("/a%4", &path, &query) == -1);
+	CHECK(http_split_target("*", &path, &query) == -1);
+	CHECK(http_split_target("/a+b", &path, &query) == 0);
+	CHECK_STR(path, "/a+b");
+	free(path);
+	free(query);
+}
+
+int
+main(void)
+{
+	T_RUN(test_valid);
+	T_RUN(test_rejects);
+	T_RUN(test_chunked);
+	T_RUN(test_length_body);
+	T_RUN(test_target);
+	return t_done();
+}
