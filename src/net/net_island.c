@@ -1,0 +1,346 @@
+/* Island netns per sandbox: create, configure (libnl, libnftables), open tap, delete. */
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/if_tun.h>
+
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <nftables/libnftables.h>
+
+#include "common/paths.h"
+#include "common/util.h"
+#include "net/net_island.h"
+
+/*
+ * The base ruleset. Everything is dropped except ARP between the two island
+ * addresses (so the gateway's rules can work once added) and loopback
+ * inside the island. The gateway adds its chains to these tables.
+ */
+static const char net_base_ruleset[] =
+	"table inet " NET_NFT_TABLE " {\n"
+	"  chain input { type filter hook input priority 0; policy drop;\n"
+	"    iif lo accept; }\n"
+	"  chain forward { type filter hook forward priority 0; policy drop; }\n"
+	"  chain output { type filter hook output priority 0; policy drop;\n"
+	"    oif lo accept; }\n"
+	"}\n"
+	"table arp " NET_NFT_TABLE " {\n"
+	"  chain input { type filter hook input priority 0; policy drop;\n"
+	"    iifname \"" NET_TAP_NAME "\" arp saddr ip " NET_GUEST_ADDR
+	" arp daddr ip " NET_HOST_ADDR " accept; }\n"
+	"  chain output { type filter hook output priority 0; policy drop;\n"
+	"    oifname \"" NET_TAP_NAME "\" arp saddr ip " NET_HOST_ADDR
+	" arp daddr ip " NET_GUEST_ADDR " accept; }\n"
+	"}\n";
+
+char *
+net_island_path(const char *name)
+{
+	char *p;
+
+	xasprintf(&p, "%s/%s%s", NET_NETNS_DIR, NET_NETNS_PREFIX, name);
+	return p;
+}
+
+/* Write a sysctl of the current netns (/proc/sys/net is per reader's netns). */
+static int
+net_sysctl(const char *path, const char *value, char **cause)
+{
+	int fd;
+	ssize_t n;
+
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = write(fd, value, strlen(value));
+	close(fd);
+	if (n != (ssize_t)strlen(value)) {
+		cause_set(cause, "write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Create the tap in the current netns; returns its fd. */
+static int
+net_tap_open(int persist, char **cause)
+{
+	struct ifreq ifr;
+	int fd;
+
+	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open /dev/net/tun: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", NET_TAP_NAME);
+	if (ioctl(fd, TUNSETIFF, &ifr) == -1) {
+		cause_set(cause, "TUNSETIFF %s: %s", NET_TAP_NAME, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (persist && ioctl(fd, TUNSETPERSIST, 1) == -1) {
+		cause_set(cause, "TUNSETPERSIST %s: %s", NET_TAP_NAME, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int
+net_link_up(struct nl_sock *sk, const char *ifname, char **cause)
+{
+	struct rtnl_link *link = NULL, *change;
+	int err;
+
+	if ((err = rtnl_link_get_kernel(sk, 0, ifname, &link)) < 0) {
+		cause_set(cause, "link %s: %s", ifname, nl_geterror(err));
+		return -1;
+	}
+	change = rtnl_link_alloc();
+	rtnl_link_set_flags(change, IFF_UP);
+	err = rtnl_link_change(sk, link, change, 0);
+	rtnl_link_put(change);
+	rtnl_link_put(link);
+	if (err < 0) {
+		cause_set(cause, "set %s up: %s", ifname, nl_geterror(err));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+net_addr_add(struct nl_sock *sk, const char *ifname, const char *cidr, char **cause)
+{
+	struct rtnl_addr *addr;
+	struct nl_addr *local = NULL;
+	int ifindex, err;
+
+	if ((ifindex = (int)if_nametoindex(ifname)) == 0) {
+		cause_set(cause, "%s: %s", ifname, strerror(errno));
+		return -1;
+	}
+	if ((err = nl_addr_parse(cidr, AF_INET, &local)) < 0) {
+		cause_set(cause, "address %s: %s", cidr, nl_geterror(err));
+		return -1;
+	}
+	addr = rtnl_addr_alloc();
+	rtnl_addr_set_ifindex(addr, ifindex);
+	rtnl_addr_set_family(addr, AF_INET);
+	err = rtnl_addr_set_local(addr, local);
+	if (err == 0)
+		err = rtnl_addr_add(sk, addr, 0);
+	rtnl_addr_put(addr);
+	nl_addr_put(local);
+	if (err < 0) {
+		cause_set(cause, "add %s to %s: %s", cidr, ifname, nl_geterror(err));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+net_nft_load(char **cause)
+{
+	struct nft_ctx *nft;
+	int rc;
+
+	if ((nft = nft_ctx_new(NFT_CTX_DEFAULT)) == NULL) {
+		cause_set(cause, "nft_ctx_new failed");
+		return -1;
+	}
+	nft_ctx_buffer_output(nft);
+	nft_ctx_buffer_error(nft);
+	rc = nft_run_cmd_from_buffer(nft, net_base_ruleset);
+	if (rc != 0)
+		cause_set(cause, "nftables base ruleset: %s", nft_ctx_get_error_buffer(nft));
+	nft_ctx_free(nft);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Configure the netns we are in: sysctls first so the tap never gets IPv6. */
+static int
+net_configure(char **cause)
+{
+	struct nl_sock *sk;
+	int tapfd, rc = -1, err;
+
+	if (net_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1", cause) == -1 ||
+	    net_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1", cause) == -1 ||
+	    net_sysctl("/proc/sys/net/ipv4/ip_forward", "0", cause) == -1 ||
+	    net_sysctl("/proc/sys/net/ipv4/conf/all/forwarding", "0", cause) == -1)
+		return -1;
+	/* Persistent: QEMU gets its own fd per spawn; the tap dies with the netns. */
+	if ((tapfd = net_tap_open(1, cause)) == -1)
+		return -1;
+	close(tapfd);
+	sk = nl_socket_alloc();
+	if ((err = nl_connect(sk, NETLINK_ROUTE)) < 0) {
+		cause_set(cause, "netlink: %s", nl_geterror(err));
+		goto out;
+	}
+	if (net_link_up(sk, "lo", cause) == -1)
+		goto out;
+	if (net_addr_add(sk, NET_TAP_NAME, NET_HOST_ADDR "/30", cause) == -1)
+		goto out;
+	if (net_link_up(sk, NET_TAP_NAME, cause) == -1)
+		goto out;
+	if (net_nft_load(cause) == -1)
+		goto out;
+	rc = 0;
+out:
+	nl_socket_free(sk);
+	return rc;
+}
+
+/* Enter ns; returns the fd of the namespace we came from, -1 on error. */
+static int
+net_enter(int nsfd, char **cause)
+{
+	int self;
+
+	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open own netns: %s", strerror(errno));
+		return -1;
+	}
+	if (setns(nsfd, CLONE_NEWNET) == -1) {
+		cause_set(cause, "setns: %s", strerror(errno));
+		close(self);
+		return -1;
+	}
+	return self;
+}
+
+/* Back to the namespace we came from. Failing here would leave the daemon
+ * in a sandbox's network: there is no safe way to continue. */
+static void
+net_leave(int self)
+{
+	if (setns(self, CLONE_NEWNET) == -1)
+		abort();
+	close(self);
+}
+
+int
+net_island_create(const char *name, struct net_island *ni, char **cause)
+{
+	char *path;
+	int self = -1, fd, rc = -1, mounted = 0;
+
+	memset(ni, 0, sizeof(*ni));
+	if (!paths_valid_name(name)) {
+		cause_set(cause, "invalid sandbox name \"%s\"", name);
+		return -1;
+	}
+	if (mkdir_p(NET_NETNS_DIR, 0755, cause) == -1)
+		return -1;
+	path = net_island_path(name);
+	if ((fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444)) == -1) {
+		cause_set(cause, "create %s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	close(fd);
+	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open own netns: %s", strerror(errno));
+		goto out;
+	}
+	if (unshare(CLONE_NEWNET) == -1) {
+		cause_set(cause, "unshare(CLONE_NEWNET): %s", strerror(errno));
+		close(self);
+		self = -1;
+		goto out;
+	}
+	if (mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) == -1) {
+		cause_set(cause, "pin netns at %s: %s", path, strerror(errno));
+		goto out;
+	}
+	mounted = 1;
+	if (net_configure(cause) == -1)
+		goto out;
+	rc = 0;
+out:
+	if (self != -1)
+		net_leave(self);
+	if (rc == -1) {
+		cause_wrap(cause, "island %s", name);
+		if (mounted)
+			umount2(path, MNT_DETACH);
+		unlink(path);
+		free(path);
+		return -1;
+	}
+	ni->ni_name = xstrdup(name);
+	ni->ni_path = path;
+	return 0;
+}
+
+int
+net_island_open_ns(const struct net_island *ni, char **cause)
+{
+	int fd;
+
+	if ((fd = open(ni->ni_path, O_RDONLY | O_CLOEXEC)) == -1)
+		cause_set(cause, "open netns %s: %s", ni->ni_path, strerror(errno));
+	return fd;
+}
+
+int
+net_island_open_tap(const struct net_island *ni, char **cause)
+{
+	int nsfd, self, tapfd;
+
+	if ((nsfd = net_island_open_ns(ni, cause)) == -1)
+		return -1;
+	self = net_enter(nsfd, cause);
+	close(nsfd);
+	if (self == -1)
+		return -1;
+	tapfd = net_tap_open(0, cause);
+	net_leave(self);
+	if (tapfd == -1)
+		cause_wrap(cause, "island %s", ni->ni_name);
+	return tapfd;
+}
+
+int
+net_island_delete(struct net_island *ni, char **cause)
+{
+	int rc = 0;
+
+	if (ni->ni_path == NULL)
+		return 0;
+	if (umount2(ni->ni_path, MNT_DETACH) == -1 && errno != EINVAL && errno != ENOENT) {
+		cause_set(cause, "unmount %s: %s", ni->ni_path, strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0 && unlink(ni->ni_path) == -1 && errno != ENOENT) {
+		cause_set(cause, "remove %s: %s", ni->ni_path, strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0)
+		net_island_free(ni);
+	return rc;
+}
+
+void
+net_island_free(struct net_island *ni)
+{
+	free(ni->ni_name);
+	free(ni->ni_path);
+	ni->ni_name = ni->ni_path = NULL;
+}
