@@ -1,0 +1,286 @@
+/*
+ * HTTP server over real sockets: keep-alive, pipelining, buffered and
+ * streamed bodies, limits, malformed input, SSE and client disconnects.
+ * The server runs on the main thread's event loop; a client thread speaks
+ * raw HTTP with blocking sockets.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "api/http_server.h"
+#include "common/util.h"
+#include "t.h"
+
+static struct event_base *base;
+static struct http_server *srv;
+static int port;
+static uint64_t streamed;
+static volatile int sse_closed;
+
+struct sse_state {
+	struct http_req	*req;
+	struct event	*ev;
+	int		 n;
+};
+
+static void
+sse_closed_cb(struct http_req *req, void *arg)
+{
+	struct sse_state *st = arg;
+
+	sse_closed = 1;
+	event_free(st->ev);
+	http_req_unref(st->req);
+	free(st);
+}
+
+static void
+sse_tick(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sse_state *st = arg;
+	struct timeval tv = { 0, 20000 };
+
+	http_sse_event(st->req, "tick", json_pack("{s:i}", "n", st->n));
+	if (++st->n == 3 && strcmp(http_req_path(st->req), "/sse") == 0) {
+		http_reply_end(st->req);
+		event_free(st->ev);
+		http_req_unref(st->req);
+		free(st);
+		return;
+	}
+	event_add(st->ev, &tv);
+}
+
+static void
+on_buffered(struct http_req *req, void *arg)
+{
+	size_t len;
+	const char *body = http_req_body(req, &len);
+
+	http_reply_json(req, 200, json_pack("{s:i,s:s#}", "len", (json_int_t)len, "head",
+	    body, len < 8 ? len : 8));
+}
+
+static void
+on_stream_body(struct http_req *req, const char *data, size_t n, void *arg)
+{
+	streamed += n;
+}
+
+static void
+on_stream_end(struct http_req *req, void *arg)
+{
+	http_reply_json(req, 201, json_pack("{s:I}", "bytes", (json_int_t)streamed));
+}
+
+static void
+router(struct http_req *req, void *arg)
+{
+	const char *p = http_req_path(req);
+
+	if (strcmp(p, "/hello") == 0)
+		http_reply(req, 200, "text/plain", "hi", 2);
+	else if (strcmp(p, "/echo") == 0)
+		http_req_buffer(req, 1024, on_buffered, NULL);
+	else if (strcmp(p, "/upload") == 0) {
+		streamed = 0;
+		http_req_stream(req, 0, on_stream_body, on_stream_end, NULL);
+	} else if (strcmp(p, "/sse") == 0 || strcmp(p, "/sse-forever") == 0) {
+		struct sse_state *st = xcalloc(1, sizeof(*st));
+		struct timeval tv = { 0, 20000 };
+		st->req = req;
+		http_req_ref(req);
+		http_req_on_close(req, sse_closed_cb, st);
+		st->ev = evtimer_new(base, sse_tick, st);
+		http_sse_start(req);
+		event_add(st->ev, &tv);
+	} else if (strcmp(p, "/stop") == 0) {
+		http_reply(req, 204, NULL, NULL, 0);
+		event_base_loopexit(base, NULL);
+	} else
+		http_reply_error(req, 404, "not_found", "no route %s", p);
+}
+
+static int
+dial(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1)
+		abort();
+	return fd;
+}
+
+static void
+send_all(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Read until needle has appeared count times or EOF; returns malloc'd text. */
+static char *
+read_until(int fd, const char *needle, int count)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = xmalloc(cap + 1);
+	struct timeval tv = { 10, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		buf[len] = '\0';
+		int seen = 0;
+		for (const char *p = buf; (p = strstr(p, needle)) != NULL; p++)
+			seen++;
+		if (seen >= count || len == cap)
+			break;
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+static int
+closed_by_peer(int fd)
+{
+	char c;
+	struct timeval tv = { 10, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* Unread request bytes turn the server's close into a reset. */
+	ssize_t n = read(fd, &c, 1);
+	return n == 0 || (n == -1 && errno == ECONNRESET);
+}
+
+static void *
+client(void *arg)
+{
+	char *r;
+	int fd;
+
+	/* Keep-alive + pipelining: three requests in one write, answered in order. */
+	fd = dial();
+	const char *pipe3 = "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
+	    "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nabcde"
+	    "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n";
+	send_all(fd, pipe3, strlen(pipe3));
+	r = read_until(fd, "HTTP/1.1 ", 3);
+	char *a = strstr(r, "200 OK"), *b = strstr(r, "\"len\":5"), *c = strstr(r, "404 Not Found");
+	CHECK(a != NULL && b != NULL && c != NULL && a < b && b < c);
+	CHECK(strstr(r, "\"code\":\"not_found\"") != NULL);
+	free(r);
+
+	/* Chunked request body into the buffered handler. */
+	const char *chunked = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
+	send_all(fd, chunked, strlen(chunked));
+	r = read_until(fd, "}", 1);
+	CHECK(strstr(r, "\"len\":7") != NULL && strstr(r, "\"head\":\"abcdefg\"") != NULL);
+	free(r);
+
+	/* Over the buffered limit: 413, then the connection closes. */
+	const char *big = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n";
+	send_all(fd, big, strlen(big));
+	char pad[5000];
+	memset(pad, 'x', sizeof(pad));
+	send_all(fd, pad, sizeof(pad));
+	r = read_until(fd, "}}", 1);
+	CHECK(strstr(r, "413") != NULL && strstr(r, "too_large") != NULL);
+	free(r);
+	CHECK(closed_by_peer(fd));
+	close(fd);
+
+	/* Streamed upload of 8 MiB in chunks: counted, never buffered whole. */
+	fd = dial();
+	const char *up = "PUT /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+	send_all(fd, up, strlen(up));
+	char *chunk = xmalloc(65536 + 16);
+	int hl = snprintf(chunk, 16, "10000\r\n");
+	memset(chunk + hl, 'y', 65536);
+	memcpy(chunk + hl + 65536, "\r\n", 2);
+	for (int i = 0; i < 128; i++)
+		send_all(fd, chunk, (size_t)hl + 65536 + 2);
+	send_all(fd, "0\r\n\r\n", 5);
+	free(chunk);
+	r = read_until(fd, "}", 1);
+	CHECK(strstr(r, "201 Created") != NULL && strstr(r, "\"bytes\":8388608") != NULL);
+	free(r);
+	close(fd);
+
+	/* Malformed head: 400 and close. */
+	fd = dial();
+	send_all(fd, "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 37);
+	r = read_until(fd, "}}", 1);
+	CHECK(strstr(r, "400 Bad Request") != NULL && strstr(r, "duplicate Host") != NULL);
+	free(r);
+	CHECK(closed_by_peer(fd));
+	close(fd);
+
+	/* SSE: three events then the end of the chunked stream. */
+	fd = dial();
+	send_all(fd, "GET /sse HTTP/1.1\r\nHost: t\r\n\r\n", 31);
+	r = read_until(fd, "0\r\n\r\n", 1);
+	CHECK(strstr(r, "text/event-stream") != NULL);
+	CHECK(strstr(r, "event: tick\ndata: {\"n\":2}") != NULL);
+	free(r);
+	close(fd);
+
+	/* A client leaving an endless SSE stream is noticed. */
+	fd = dial();
+	send_all(fd, "GET /sse-forever HTTP/1.1\r\nHost: t\r\n\r\n", 39);
+	r = read_until(fd, "event: tick", 2);
+	free(r);
+	close(fd);
+	for (int i = 0; i < 200 && !sse_closed; i++)
+		usleep(10000);
+	CHECK(sse_closed);
+
+	fd = dial();
+	send_all(fd, "GET /stop HTTP/1.1\r\nHost: t\r\n\r\n", 32);
+	r = read_until(fd, "\r\n\r\n", 1);
+	free(r);
+	close(fd);
+	return NULL;
+}
+
+int
+main(void)
+{
+	pthread_t th;
+	char *cause = NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	evthread_use_pthreads();
+	base = event_base_new();
+	srv = http_server_new(base, router, NULL);
+	if (http_server_listen(srv, "127.0.0.1", 0, &cause) == -1) {
+		fprintf(stderr, "%s\n", cause);
+		return 1;
+	}
+	port = http_server_port(srv);
+	CHECK(port > 0);
+	pthread_create(&th, NULL, client, NULL);
+	event_base_dispatch(base);
+	pthread_join(th, NULL);
+	http_server_free(srv);
+	event_base_free(base);
+	return t_done();
+}
