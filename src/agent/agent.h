@@ -1,0 +1,113 @@
+/*
+ * airlock-agent: the guest agent (PID 1 in every sandbox). Shared state and
+ * the interfaces between its files:
+ *   agent.c          PID 1 duties, the channel (virtio port or host socket)
+ *   chan_*.c         channel protocol, shared with the host client
+ *   agent_http.c     HTTP/1.1 server on each stream to port 49983
+ *   agent_api.c      routing, auth, /health /init /metrics, users and paths
+ *   agent_connect.c  Connect protocol envelopes and errors
+ *   agent_proc.c     process.Process
+ *   agent_fs.c       filesystem.Filesystem
+ *   agent_files.c    GET/POST /files, agent_multipart.c its body parser
+ */
+#ifndef AIRLOCK_AGENT_H
+#define AIRLOCK_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+struct event_base;
+struct http_conn;
+struct http_req;
+
+#define AGENT_ENV_FILE		"/etc/airlock/env"
+#define AGENT_DEFAULT_USER	"user"
+#define AGENT_ENVD_VERSION	"0.5.7"		/* what we answer like */
+#define AGENT_MAX_ENV		1024		/* sandbox env vars */
+
+struct agent {
+	struct event_base	*ag_base;
+	int			 ag_pid1;	/* we are init: reap all, power off */
+	const char		*ag_default_user;
+	const char		*ag_passwd;	/* /etc/passwd (tests point elsewhere) */
+	char			*ag_token;	/* X-Access-Token required when set */
+	char			**ag_env;	/* sandbox env vars, "K=V" */
+	size_t			 ag_nenv;
+	uint64_t		 ag_started_ns;
+};
+
+extern struct agent ag;
+
+void alog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t agent_now_ns(void);
+void agent_poweroff(const char *why);
+
+/* Users, from ag_passwd parsed by hand (no NSS: we are static). */
+struct agent_user {
+	char	name[64];
+	uid_t	uid;
+	gid_t	gid;
+	char	home[256];
+	char	shell[256];
+};
+int user_lookup(const char *name, struct agent_user *u);
+/*
+ * The acting user of a request: Basic auth "<user>:" or ?username=, else
+ * the default. -1 with *why when the user does not exist.
+ */
+int api_user(const struct http_req *req, const char *name, struct agent_user *u,
+    const char **why);
+/*
+ * Resolve a request path like envd: "" = home (workdir), "~" and "~/x" =
+ * home, relative = under home. Returns a malloc'd absolute, lexically
+ * cleaned path, or NULL for a path that is too long.
+ */
+char *path_resolve(const char *path, const struct agent_user *u);
+/* mkdir -p of path's parents, owned by u when created. */
+int mkdir_parents(const char *path, const struct agent_user *u);
+void env_set(char ***env, size_t *nenv, const char *key, const char *value);
+
+/* Routing of one request (agent_api.c). */
+void api_route(struct http_conn *, const struct http_req *);
+
+/* Connect protocol (agent_connect.c). */
+#define CONNECT_MAX_MSG		(4 * 1024 * 1024)
+/*
+ * Parse exactly one enveloped message: 0 with *flags, *msg and *msglen, or -1
+ * with *err. Pure: the fuzzer calls it.
+ */
+int connect_env_parse(const uint8_t *buf, size_t len, uint8_t *flags, const uint8_t **msg,
+    size_t *msglen, const char **err);
+/* Unary answers. */
+void connect_reply(struct http_conn *, json_t *msg);	/* steals msg */
+void connect_error(struct http_conn *, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int connect_http_status(const char *code);
+/* Server streams: 200 + message envelopes + one end-stream envelope. */
+void connect_stream_start(struct http_conn *);
+void connect_stream_msg(struct http_conn *, json_t *msg);	/* steals msg */
+void connect_stream_end(struct http_conn *, const char *code, const char *msg);
+/*
+ * The request message of a unary call (JSON body) or a stream (one
+ * envelope). NULL after replying with the error.
+ */
+json_t *connect_request(struct http_conn *, int streaming);
+/* JSON helpers: lowerCamel with snake_case accepted on input. */
+json_t *jget(json_t *obj, const char *camel, const char *snake);
+int64_t jint(json_t *v, int64_t def);	/* number or numeric string */
+char *b64_encode(const void *data, size_t len);
+/* Decode standard base64 into *out (malloc'd); -1 on bad input. */
+int b64_decode(const char *s, uint8_t **out, size_t *outlen);
+
+/* Services. */
+void proc_init(void);
+void proc_route(struct http_conn *, const char *method);
+void proc_sigchld(void);
+void proc_shutdown(int sig);
+void fs_route(struct http_conn *, const char *method);
+void files_route(struct http_conn *, const struct http_req *);
+
+#endif
