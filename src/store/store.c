@@ -1,0 +1,136 @@
+/* Store front end: picks the backend from the URL and forwards. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/util.h"
+#include "store/store_impl.h"
+
+int64_t
+store_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct store *
+store_open(const char *url, char **cause)
+{
+	if (strncmp(url, "sqlite:", 7) == 0)
+		return store_sqlite_open(url + 7, cause);
+	if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0) {
+		cause_set(cause, "store: the PostgreSQL backend is not built yet (multi-node issue)");
+		return NULL;
+	}
+	cause_set(cause, "store: unknown URL \"%s\" (want sqlite:PATH or postgres://...)", url);
+	return NULL;
+}
+
+void
+store_close(struct store *st)
+{
+	if (st != NULL)
+		st->ops->close(st);
+}
+
+int
+store_schema_version(struct store *st)
+{
+	return st->ops->schema_version(st);
+}
+
+int
+store_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause)
+{
+	return st->ops->sandbox_insert(st, sb, cause);
+}
+
+int
+store_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, char **cause)
+{
+	return st->ops->sandbox_get(st, id, out, cause);
+}
+
+int
+store_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
+{
+	return st->ops->sandbox_update(st, sb, cause);
+}
+
+int
+store_sandbox_delete(struct store *st, const char *id, char **cause)
+{
+	return st->ops->sandbox_delete(st, id, cause);
+}
+
+int
+store_sandbox_list(struct store *st, const struct store_filter *f, struct store_sandbox **out,
+    size_t *n, char **cause)
+{
+	return st->ops->sandbox_list(st, f, out, n, cause);
+}
+
+void
+store_sandbox_clear(struct store_sandbox *sb)
+{
+	json_decref(sb->env);
+	json_decref(sb->metadata);
+	json_decref(sb->network);
+	free(sb->error);
+	free(sb->access_token);
+	memset(sb, 0, sizeof(*sb));
+}
+
+int
+store_key_insert(struct store *st, const struct store_key *k, const char *hash, char **cause)
+{
+	return st->ops->key_insert(st, k, hash, cause);
+}
+
+int
+store_key_find(struct store *st, const char *hash, struct store_key *out, char **cause)
+{
+	return st->ops->key_find(st, hash, out, cause);
+}
+
+int
+store_key_list(struct store *st, const char *project, struct store_key **out, size_t *n,
+    char **cause)
+{
+	return st->ops->key_list(st, project, out, n, cause);
+}
+
+int
+store_key_delete(struct store *st, const char *id, char **cause)
+{
+	return st->ops->key_delete(st, id, cause);
+}
+
+int
+store_key_count(struct store *st, char **cause)
+{
+	return st->ops->key_count(st, cause);
+}
+
+int64_t
+store_event_append(struct store *st, const char *sandbox, const char *project,
+    const char *type, json_t *data, char **cause)
+{
+	return st->ops->event_append(st, sandbox, project, type, data, cause);
+}
+
+int
+store_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
+    struct store_event **out, size_t *n, char **cause)
+{
+	return st->ops->event_list(st, sandbox, after, limit, out, n, cause);
+}
+
+void
+store_event_clear(struct store_event *ev)
+{
+	json_decref(ev->data);
+	memset(ev, 0, sizeof(*ev));
+}

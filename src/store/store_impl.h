@@ -1,0 +1,44 @@
+/* Backend interface behind store.h: each backend fills a store_ops table. */
+#ifndef AIRLOCK_STORE_IMPL_H
+#define AIRLOCK_STORE_IMPL_H
+
+#include "store/store.h"
+
+struct store_ops {
+	const char *name;
+	void (*close)(struct store *);
+	int (*schema_version)(struct store *);
+	int (*sandbox_insert)(struct store *, const struct store_sandbox *, char **);
+	int (*sandbox_get)(struct store *, const char *, struct store_sandbox *, char **);
+	int (*sandbox_update)(struct store *, struct store_sandbox *, char **);
+	int (*sandbox_delete)(struct store *, const char *, char **);
+	int (*sandbox_list)(struct store *, const struct store_filter *, struct store_sandbox **,
+	    size_t *, char **);
+	int (*key_insert)(struct store *, const struct store_key *, const char *, char **);
+	int (*key_find)(struct store *, const char *, struct store_key *, char **);
+	int (*key_list)(struct store *, const char *, struct store_key **, size_t *, char **);
+	int (*key_delete)(struct store *, const char *, char **);
+	int (*key_count)(struct store *, char **);
+	int64_t (*event_append)(struct store *, const char *, const char *, const char *,
+	    json_t *, char **);
+	int (*event_list)(struct store *, const char *, int64_t, int, struct store_event **,
+	    size_t *, char **);
+};
+
+struct store {
+	const struct store_ops	*ops;
+	void			*impl;
+};
+
+struct store *store_sqlite_open(const char *path, char **cause);
+
+/* Versioned schema migrations, shared by the backends (store_schema.c). */
+struct store_migration {
+	int		 version;
+	const char	*name;
+	const char	*sql;	/* portable SQL: both SQLite and PostgreSQL accept it */
+};
+extern const struct store_migration store_migrations[];
+extern const size_t store_nmigrations;
+
+#endif

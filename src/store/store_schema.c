@@ -1,0 +1,52 @@
+/*
+ * Schema migrations. Append only: a released migration never changes; a new
+ * version adds a new entry. Times are unix milliseconds; JSON columns hold
+ * compact JSON text.
+ */
+#include <stddef.h>
+
+#include "store/store_impl.h"
+
+const struct store_migration store_migrations[] = {
+	{ 1, "initial",
+	  "CREATE TABLE sandboxes ("
+	  " id TEXT PRIMARY KEY,"
+	  " project TEXT NOT NULL,"
+	  " template TEXT NOT NULL,"
+	  " state TEXT NOT NULL,"
+	  " vcpus INTEGER NOT NULL,"
+	  " memory_mb INTEGER NOT NULL,"
+	  " env TEXT NOT NULL,"
+	  " metadata TEXT NOT NULL,"
+	  " network TEXT NOT NULL,"
+	  " timeout_s BIGINT NOT NULL,"
+	  " idle_timeout_s BIGINT NOT NULL,"
+	  " auto_pause INTEGER NOT NULL,"
+	  " created_at BIGINT NOT NULL,"
+	  " updated_at BIGINT NOT NULL,"
+	  " expires_at BIGINT NOT NULL,"
+	  " last_active_at BIGINT NOT NULL,"
+	  " error TEXT,"
+	  " access_token TEXT,"
+	  " generation BIGINT NOT NULL);"
+	  "CREATE INDEX sandboxes_project ON sandboxes (project, id);"
+	  "CREATE INDEX sandboxes_state ON sandboxes (state);"
+	  "CREATE TABLE api_keys ("
+	  " id TEXT PRIMARY KEY,"
+	  " project TEXT NOT NULL,"
+	  " name TEXT NOT NULL,"
+	  " prefix TEXT NOT NULL,"
+	  " role TEXT NOT NULL,"
+	  " hash TEXT NOT NULL UNIQUE,"
+	  " created_at BIGINT NOT NULL,"
+	  " last_used_at BIGINT NOT NULL);"
+	  "CREATE TABLE events ("
+	  " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	  " at BIGINT NOT NULL,"
+	  " sandbox TEXT NOT NULL,"
+	  " project TEXT NOT NULL,"
+	  " type TEXT NOT NULL,"
+	  " data TEXT NOT NULL);"
+	  "CREATE INDEX events_sandbox ON events (sandbox, seq);" },
+};
+const size_t store_nmigrations = sizeof(store_migrations) / sizeof(store_migrations[0]);
