@@ -235,8 +235,14 @@ jint(json_t *v, int64_t def)
 
 	if (json_is_integer(v))
 		return json_integer_value(v);
-	if (json_is_real(v))
-		return (int64_t)json_real_value(v);
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		/* Out of range (or NaN) would be undefined behaviour to convert. */
+		if (!(d > -9.2e18 && d < 9.2e18))
+			return def;
+		return (int64_t)d;
+	}
 	if (json_is_string(v)) {
 		n = strtoll(json_string_value(v), &end, 10);
 		if (*end == '\0' && end != json_string_value(v))

@@ -348,9 +348,24 @@ http_chunked_step(struct http_chunked *c, struct evbuffer *in, struct evbuffer *
 
 	for (;;) {
 		switch (c->state) {
+		case CK_DATA_CRLF: {
+			char crlf[2];
+			ev_ssize_t got = evbuffer_copyout(in, crlf, 2);
+
+			if (got < 1)
+				return 0;
+			if (crlf[0] != '\r' || (got == 2 && crlf[1] != '\n')) {
+				*err = "missing CRLF after chunk";
+				return -1;
+			}
+			if (got < 2)
+				return 0;
+			evbuffer_drain(in, 2);
+			c->state = CK_SIZE;
+			break;
+		}
 		case CK_SIZE:
 		case CK_TRAILER:
-		case CK_DATA_CRLF:
 			pos = evbuffer_search_eol(in, NULL, &llen, EVBUFFER_EOL_CRLF_STRICT);
 			if (pos.pos < 0) {
 				if (evbuffer_get_length(in) > HTTP_MAX_LINE) {
@@ -366,14 +381,6 @@ http_chunked_step(struct http_chunked *c, struct evbuffer *in, struct evbuffer *
 			evbuffer_remove(in, line, (size_t)pos.pos);
 			line[pos.pos] = '\0';
 			evbuffer_drain(in, 2);
-			if (c->state == CK_DATA_CRLF) {
-				if (pos.pos != 0) {
-					*err = "missing CRLF after chunk";
-					return -1;
-				}
-				c->state = CK_SIZE;
-				break;
-			}
 			if (c->state == CK_TRAILER) {
 				if (pos.pos == 0) {
 					c->state = CK_DONE;

@@ -140,6 +140,8 @@ mp_headers(struct mp_parser *mp, char *head)
 		}
 		if ((colon = strchr(line, ':')) == NULL) {
 			mp->err = "malformed part header";
+			free(name);
+			free(filename);
 			return -1;
 		}
 		*colon = '\0';
@@ -149,6 +151,8 @@ mp_headers(struct mp_parser *mp, char *head)
 			continue;
 		if (strncasecmp(v, "form-data", 9) != 0) {
 			mp->err = "part is not form-data";
+			free(name);
+			free(filename);
 			return -1;
 		}
 		free(name);
