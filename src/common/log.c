@@ -9,6 +9,7 @@
 
 static const char *log_progname = "airlock";
 static enum log_level log_level = LOG_LVL_INFO;
+static int log_json;
 
 void
 log_init(const char *progname, enum log_level level)
@@ -21,6 +22,34 @@ void
 log_setlevel(enum log_level level)
 {
 	log_level = level;
+}
+
+void
+log_set_json(int on)
+{
+	log_json = on;
+}
+
+/* JSON string escaping for log lines. */
+static void
+log_json_write(const char *level, const char *msg)
+{
+	struct timespec ts;
+	const char *p;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fprintf(stderr, "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"prog\":\"%s\",\"msg\":\"",
+	    (long long)ts.tv_sec, ts.tv_nsec / 1000000, level, log_progname);
+	for (p = msg; *p != '\0'; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"' || c == '\\')
+			fprintf(stderr, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(stderr, "\\u%04x", c);
+		else
+			fputc(c, stderr);
+	}
+	fputs("\"}\n", stderr);
 }
 
 enum log_level
@@ -39,6 +68,16 @@ log_vwrite(enum log_level level, int with_errno, const char *fmt, va_list ap)
 	if (level > log_level)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_json) {
+		char full[2300];
+		if (with_errno)
+			snprintf(full, sizeof(full), "%s: %s", msg, strerror(saved));
+		else
+			snprintf(full, sizeof(full), "%s", msg);
+		log_json_write(names[level], full);
+		errno = saved;
+		return;
+	}
 	if (with_errno)
 		fprintf(stderr, "%s: %s: %s: %s\n", log_progname, names[level],
 		    msg, strerror(saved));

@@ -8,6 +8,8 @@ enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_init(const char *progname, enum log_level level);
 void log_setlevel(enum log_level level);
+/* One JSON object per line ({"ts","level","prog","msg"}) instead of plain text. */
+void log_set_json(int on);
 enum log_level log_getlevel(void);
 
 /* log_warn appends strerror(errno); log_warnx does not. */

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
 #include <openssl/evp.h>
 
 #include "common/log.h"
@@ -335,4 +337,24 @@ xstrndup(const char *s, size_t n)
 	if ((p = strndup(s, n)) == NULL)
 		fatal("xstrndup");
 	return p;
+}
+
+void
+random_id(char *out, size_t len)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char rnd[64];
+	size_t i;
+
+	if (len > sizeof(rnd) || getrandom(rnd, len, 0) != (ssize_t)len)
+		fatal("getrandom");
+	/* 252 = 7 * 36: redraw above it so every character is equally likely. */
+	for (i = 0; i < len; i++) {
+		while (rnd[i] >= 252) {
+			if (getrandom(&rnd[i], 1, 0) != 1)
+				fatal("getrandom");
+		}
+		out[i] = alphabet[rnd[i] % 36];
+	}
+	out[len] = '\0';
 }

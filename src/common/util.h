@@ -32,6 +32,8 @@ int path_exists(const char *path);
 int remove_tree(const char *path, char **cause);
 /* Hex SHA-256 of a buffer into out[65]. */
 void sha256_hex(const void *data, size_t len, char out[65]);
+/* len random lowercase alphanumerics (out holds len+1), uniform, from getrandom(). */
+void random_id(char *out, size_t len);
 int sha256_file_hex(const char *path, char out[65], char **cause);
 
 #endif

@@ -80,6 +80,7 @@ store_sandbox_clear(struct store_sandbox *sb)
 	json_decref(sb->network);
 	free(sb->error);
 	free(sb->access_token);
+	free(sb->snapshot);
 	memset(sb, 0, sizeof(*sb));
 }
 

@@ -37,6 +37,7 @@ struct store_sandbox {
 	int64_t		 last_active_at;
 	char		*error;		/* last failure, NULL if none; owned */
 	char		*access_token;	/* envd access token; owned */
+	char		*snapshot;	/* snapshot id while suspended; owned */
 	int64_t		 generation;	/* bumped by every update */
 };
 

@@ -28,6 +28,7 @@ const struct store_migration store_migrations[] = {
 	  " last_active_at BIGINT NOT NULL,"
 	  " error TEXT,"
 	  " access_token TEXT,"
+	  " snapshot TEXT,"
 	  " generation BIGINT NOT NULL);"
 	  "CREATE INDEX sandboxes_project ON sandboxes (project, id);"
 	  "CREATE INDEX sandboxes_state ON sandboxes (state);"

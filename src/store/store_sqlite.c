@@ -162,7 +162,7 @@ sq_close(struct store *st)
 
 #define SB_COLS "id, project, template, state, vcpus, memory_mb, env, metadata, network," \
 	" timeout_s, idle_timeout_s, auto_pause, created_at, updated_at, expires_at," \
-	" last_active_at, error, access_token, generation"
+	" last_active_at, error, access_token, snapshot, generation"
 
 static void
 sb_bind(sqlite3_stmt *s, const struct store_sandbox *sb)
@@ -185,7 +185,8 @@ sb_bind(sqlite3_stmt *s, const struct store_sandbox *sb)
 	sqlite3_bind_int64(s, 16, sb->last_active_at);
 	bind_text(s, 17, sb->error);
 	bind_text(s, 18, sb->access_token);
-	sqlite3_bind_int64(s, 19, sb->generation);
+	bind_text(s, 19, sb->snapshot);
+	sqlite3_bind_int64(s, 20, sb->generation);
 }
 
 static void
@@ -210,14 +211,15 @@ sb_read(sqlite3_stmt *s, struct store_sandbox *sb)
 	sb->last_active_at = sqlite3_column_int64(s, 15);
 	sb->error = col_dup(s, 16);
 	sb->access_token = col_dup(s, 17);
-	sb->generation = sqlite3_column_int64(s, 18);
+	sb->snapshot = col_dup(s, 18);
+	sb->generation = sqlite3_column_int64(s, 19);
 }
 
 static int
 sq_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause)
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO sandboxes (" SB_COLS ") VALUES"
-	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cause);
+	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cause);
 	int rc;
 
 	if (s == NULL)
@@ -257,8 +259,8 @@ sq_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 	sqlite3_stmt *s = sq_prepare(DB(st), "UPDATE sandboxes SET id=?1, project=?2, template=?3,"
 	    " state=?4, vcpus=?5, memory_mb=?6, env=?7, metadata=?8, network=?9, timeout_s=?10,"
 	    " idle_timeout_s=?11, auto_pause=?12, created_at=?13, updated_at=?14, expires_at=?15,"
-	    " last_active_at=?16, error=?17, access_token=?18, generation=?19 + 1"
-	    " WHERE id=?1 AND generation=?19", cause);
+	    " last_active_at=?16, error=?17, access_token=?18, snapshot=?19, generation=?20 + 1"
+	    " WHERE id=?1 AND generation=?20", cause);
 	int rc;
 
 	if (s == NULL)

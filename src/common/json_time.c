@@ -1,0 +1,18 @@
+/* RFC 3339 timestamps for API objects and events. */
+#include <time.h>
+
+#include "common/json_time.h"
+
+json_t *
+json_time_ms(int64_t ms)
+{
+	char buf[40];
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms == 0)
+		return json_null();
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	return json_sprintf("%s.%03dZ", buf, (int)(ms % 1000));
+}
