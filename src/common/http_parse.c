@@ -21,6 +21,21 @@ is_tchar(unsigned char c)
 	return strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0';
 }
 
+/*
+ * Copy n bytes of a buffer that is not NUL-terminated. strndup() may look
+ * past n for the terminator (ASan's strict_string_checks flags exactly
+ * that on network buffers), so copy by length instead.
+ */
+static char *
+http_strndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
 static int
 bad(int *status, int code, char **cause, const char *msg)
 {
@@ -80,8 +95,8 @@ parse_request_line(const char *line, size_t len, struct http_head *h, int *statu
 	if (end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
 	    (sp2[8] != '0' && sp2[8] != '1'))
 		return bad(status, 505, cause, "only HTTP/1.0 and HTTP/1.1 are supported");
-	h->method = strndup(line, (size_t)(sp1 - line));
-	h->target = strndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));
+	h->method = http_strndup(line, (size_t)(sp1 - line));
+	h->target = http_strndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));
 	if (h->method == NULL || h->target == NULL)
 		return bad(status, 500, cause, "out of memory");
 	h->minor = sp2[8] - '0';
@@ -116,8 +131,8 @@ parse_header_line(const char *line, size_t len, struct http_head *h, int *status
 	if (h->nheaders >= HTTP_HEADERS_MAX)
 		return bad(status, 431, cause, "too many headers");
 	h->headers = xreallocarray(h->headers, h->nheaders + 1, sizeof(*h->headers));
-	h->headers[h->nheaders].name = xstrndup(line, (size_t)(colon - line));
-	h->headers[h->nheaders].value = xstrndup(v, (size_t)(ve - v));
+	h->headers[h->nheaders].name = http_strndup(line, (size_t)(colon - line));
+	h->headers[h->nheaders].value = http_strndup(v, (size_t)(ve - v));
 	h->nheaders++;
 	return 0;
 }
@@ -539,4 +554,127 @@ http_query_get(const char *query, const char *key)
 			p++;
 	}
 	return NULL;
+}
+
+/* "HTTP/1.x NNN reason": the reason phrase is optional and ignored. */
+static int
+parse_status_line(const char *line, size_t len, struct http_head *h, int *code, char **cause)
+{
+	int status = 0, i;
+
+	if (len < 12 || memcmp(line, "HTTP/1.", 7) != 0 || (line[7] != '0' && line[7] != '1') ||
+	    line[8] != ' ') {
+		cause_set(cause, "malformed status line");
+		return -1;
+	}
+	for (i = 9; i < 12; i++) {
+		if (line[i] < '0' || line[i] > '9') {
+			cause_set(cause, "malformed status code");
+			return -1;
+		}
+		status = status * 10 + (line[i] - '0');
+	}
+	if (status < 100 || (len > 12 && line[12] != ' ')) {
+		cause_set(cause, "malformed status code");
+		return -1;
+	}
+	for (i = 13; (size_t)i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+			cause_set(cause, "invalid character in reason phrase");
+			return -1;
+		}
+	}
+	h->minor = line[7] - '0';
+	*code = status;
+	return 0;
+}
+
+ssize_t
+http_parse_response_head(const char *buf, size_t len, struct http_head *h, int *code,
+    char **cause)
+{
+	const char *end, *line, *eol, *conn;
+	size_t scan, i;
+	int status, have_cl = 0;
+
+	memset(h, 0, sizeof(*h));
+	h->content_length = -1;
+	*code = 0;
+	scan = len < HTTP_HEAD_MAX ? len : HTTP_HEAD_MAX;
+	if ((end = find_crlfcrlf(buf, scan)) == NULL) {
+		if (len >= HTTP_HEAD_MAX) {
+			cause_set(cause, "response head too large");
+			return -1;
+		}
+		if (memchr(buf, '\0', len) != NULL) {
+			cause_set(cause, "NUL byte in response head");
+			return -1;
+		}
+		return 0;
+	}
+	if (memchr(buf, '\0', (size_t)(end - buf)) != NULL) {
+		cause_set(cause, "NUL byte in response head");
+		return -1;
+	}
+	line = buf;
+	eol = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
+	if (memchr(line, '\n', (size_t)(eol - line)) != NULL ||
+	    parse_status_line(line, (size_t)(eol - line), h, code, cause) == -1)
+		goto fail;
+	for (line = eol + 2; line < end + 2; line = eol + 2) {
+		eol = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
+		if (memchr(line, '\n', (size_t)(eol - line)) != NULL ||
+		    memchr(line, '\r', (size_t)(eol - line)) != NULL) {
+			cause_set(cause, "bare CR or LF in response head");
+			goto fail;
+		}
+		if (parse_header_line(line, (size_t)(eol - line), h, &status, cause) == -1)
+			goto fail;
+	}
+	/* Same framing rules as for requests: ambiguity is an error, not a guess. */
+	for (i = 0; i < h->nheaders; i++) {
+		const char *n = h->headers[i].name, *v = h->headers[i].value;
+		int64_t cl;
+
+		if (strcasecmp(n, "content-length") == 0) {
+			if (parse_content_length(v, &cl) == -1 ||
+			    (have_cl && cl != h->content_length)) {
+				cause_set(cause, "invalid Content-Length in response");
+				goto fail;
+			}
+			have_cl = 1;
+			h->content_length = cl;
+		} else if (strcasecmp(n, "transfer-encoding") == 0) {
+			if (h->chunked || strcasecmp(v, "chunked") != 0) {
+				cause_set(cause, "unsupported Transfer-Encoding in response");
+				goto fail;
+			}
+			h->chunked = 1;
+		}
+	}
+	if (h->chunked && have_cl) {
+		cause_set(cause, "both Transfer-Encoding and Content-Length in response");
+		goto fail;
+	}
+	h->keep_alive = h->minor == 1;
+	if ((conn = http_head_get(h, "connection")) != NULL) {
+		if (has_token(conn, "close"))
+			h->keep_alive = 0;
+		else if (has_token(conn, "keep-alive"))
+			h->keep_alive = 1;
+	}
+	return end + 4 - buf;
+fail:
+	http_head_free(h);
+	*code = 0;
+	return -1;
+}
+
+int
+http_response_has_body(const char *method, int code)
+{
+	if (method != NULL && strcmp(method, "HEAD") == 0)
+		return 0;
+	return !(code < 200 || code == 204 || code == 304);
 }

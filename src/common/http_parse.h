@@ -77,4 +77,16 @@ char *http_query_get(const char *query, const char *key);
 /* Percent-decode; -1 on bad escapes or an embedded NUL. */
 int http_pct_decode(const char *in, size_t len, char **out);
 
+/*
+ * Parse a response head (client side, e.g. the CLI). Returns bytes consumed,
+ * 0 when more are needed, -1 with a cause on a malformed head. *code gets the
+ * status; h->method/target stay NULL. Framing is in h->chunked and
+ * h->content_length (-1: delimited by close, unless http_response_has_body
+ * says there is no body at all).
+ */
+ssize_t http_parse_response_head(const char *buf, size_t len, struct http_head *h, int *code,
+    char **cause);
+/* 1xx, 204 and 304 responses, and answers to HEAD, never carry a body. */
+int http_response_has_body(const char *method, int code);
+
 #endif
