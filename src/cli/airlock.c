@@ -7,6 +7,21 @@
 #include "common/log.h"
 
 static const struct cli_cmd airlock_cmds[] = {
+	{ "create", "create [--template T] [--network M] [--allow H]... [--json]",
+	  "create a sandbox and print its id", cmd_create },
+	{ "ls", "ls [--state S] [--meta K=V]... [--json]", "list sandboxes", cmd_ls },
+	{ "get", "get ID [--json]", "show one sandbox", cmd_get },
+	{ "exec", "exec [-i] [-t] [--user U] [--cwd D] [--env K=V] ID -- CMD...",
+	  "run a command in a sandbox; exits with its exit code", cmd_exec },
+	{ "shell", "shell ID", "interactive login shell in a sandbox (bash -l)", cmd_shell },
+	{ "cp", "cp SRC DST", "copy a file in or out (one side is ID:PATH)", cmd_cp },
+	{ "pause", "pause ID...", "stop a sandbox's vCPUs, memory stays resident", cmd_pause },
+	{ "resume", "resume ID...", "resume a paused or suspended sandbox", cmd_resume },
+	{ "suspend", "suspend ID...", "snapshot a sandbox to disk and stop its VM", cmd_suspend },
+	{ "rm", "rm ID...", "delete sandboxes", cmd_rm },
+	{ "logs", "logs [--tail N] ID", "print a sandbox's serial console", cmd_logs },
+	{ "events", "events [--after SEQ] [--json] [ID]", "follow lifecycle events", cmd_events },
+	{ "key", "key create|ls|rm ...", "manage API keys (admin)", cmd_key },
 	{ "template", "template build|ls|rm ...", "build and manage templates", cmd_template },
 	{ "boot", "boot [--template NAME] [--timeout S] [--keep]",
 	  "boot a template in the foreground until the agent is ready", cmd_boot },
@@ -15,32 +30,6 @@ static const struct cli_cmd airlock_cmds[] = {
 	  "write the guest initramfs (used by setup)", cmd_initramfs },
 	{ NULL, NULL, NULL, NULL }
 };
-
-void
-cli_usage(const char *group, const struct cli_cmd *cmds)
-{
-	fprintf(stderr, "usage: %s <command> [args]\n\ncommands:\n", group);
-	for (; cmds->name != NULL; cmds++)
-		fprintf(stderr, "  %-48s %s\n", cmds->usage, cmds->help);
-}
-
-int
-cli_dispatch(const char *group, const struct cli_cmd *cmds, int argc, char **argv)
-{
-	const struct cli_cmd *c;
-
-	if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0 ||
-	    strcmp(argv[0], "help") == 0) {
-		cli_usage(group, cmds);
-		return argc < 1 ? 2 : 0;
-	}
-	for (c = cmds; c->name != NULL; c++)
-		if (strcmp(c->name, argv[0]) == 0)
-			return c->run(argc, argv);
-	fprintf(stderr, "%s: unknown command \"%s\"\n\n", group, argv[0]);
-	cli_usage(group, cmds);
-	return 2;
-}
 
 int
 main(int argc, char *argv[])

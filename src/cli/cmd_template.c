@@ -1,4 +1,9 @@
-/* airlock template build|ls|rm: local template management (no daemon needed). */
+/*
+ * airlock template build|ls|rm. build runs locally (no daemon needed); ls and
+ * rm go through the API when airlockd answers, so they see what the daemon
+ * sees and rm is refused while sandboxes use the template; with no daemon
+ * they fall back to the local data dir.
+ */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -9,6 +14,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/cli_http.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "storage/recipe.h"
@@ -105,17 +111,58 @@ usage:
 	return 2;
 }
 
+/*
+ * Ask airlockd. Returns 1 with *out set when it answered, 0 when it could
+ * not be reached (the caller goes local), -1 after printing its error.
+ */
+static int
+template_api(const char *method, const char *path, json_t **out)
+{
+	struct cli_api *api;
+	char *cause = NULL;
+	int status = 0;
+
+	if ((api = cli_api_new(&cause)) == NULL) {
+		free(cause);
+		return 0;
+	}
+	*out = cli_api_json(api, method, path, NULL, &status, &cause);
+	cli_api_free(api);
+	if (*out != NULL)
+		return 1;
+	if (status == 0) {
+		free(cause);
+		return 0;
+	}
+	cli_fail_cause(cause);
+	return -1;
+}
+
 static int
 template_ls_cmd(int argc, char **argv)
 {
-	char *dir = paths_data("templates"), *meta;
+	char *dir, *meta;
 	struct dirent *de;
 	json_error_t err;
-	json_t *m;
+	json_t *m, *r;
 	DIR *d;
 	int json_out = argc > 1 && strcmp(argv[1], "--json") == 0;
-	json_t *all = json_array();
+	json_t *all;
 
+	switch (template_api("GET", "/v1/templates", &r)) {
+	case -1:
+		return 1;
+	case 1:
+		all = json_incref(json_object_get(r, "templates"));
+		json_decref(r);
+		if (!json_is_array(all)) {
+			json_decref(all);
+			return cli_fail("airlockd's template list has no \"templates\" array");
+		}
+		goto print;
+	}
+	dir = paths_data("templates");
+	all = json_array();
 	if ((d = opendir(dir)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			if (de->d_name[0] == '.')
@@ -128,17 +175,21 @@ template_ls_cmd(int argc, char **argv)
 		closedir(d);
 	}
 	free(dir);
+print:
 	if (json_out) {
 		json_dumpf(all, stdout, JSON_INDENT(2));
 		printf("\n");
 	} else {
 		size_t i;
 		printf("%-20s %-28s %-22s %10s\n", "NAME", "KERNEL", "BUILT", "DISK_MB");
+		char t[32];
 		json_array_foreach(all, i, m) {
-			printf("%-20s %-28s %-22s %10lld\n",
-			    json_string_value(json_object_get(m, "name")),
-			    json_string_value(json_object_get(m, "kernel_release")),
-			    json_string_value(json_object_get(m, "built_at")),
+			cli_cell(stdout, cli_field(m, "name", t, sizeof(t)), 20);
+			fputc(' ', stdout);
+			cli_cell(stdout, cli_field(m, "kernel_release", t, sizeof(t)), 28);
+			fputc(' ', stdout);
+			cli_cell(stdout, cli_field(m, "built_at", t, sizeof(t)), 22);
+			printf(" %10lld\n",
 			    (long long)json_integer_value(json_object_get(m, "disk_size_mb")));
 		}
 	}
@@ -150,6 +201,7 @@ static int
 template_rm_cmd(int argc, char **argv)
 {
 	char *dir, *cause = NULL;
+	json_t *r;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: airlock template rm NAME\n");
@@ -159,6 +211,18 @@ template_rm_cmd(int argc, char **argv)
 		fprintf(stderr, "airlock: invalid template name \"%s\"\n", argv[1]);
 		return 1;
 	}
+	xasprintf(&dir, "/v1/templates/%s", argv[1]);
+	switch (template_api("DELETE", dir, &r)) {
+	case -1:
+		free(dir);
+		return 1;
+	case 1:
+		free(dir);
+		json_decref(r);
+		printf("removed template \"%s\"\n", argv[1]);
+		return 0;
+	}
+	free(dir);
 	dir = paths_data("templates/%s", argv[1]);
 	if (!path_exists(dir)) {
 		fprintf(stderr, "airlock: template \"%s\" not found\n", argv[1]);

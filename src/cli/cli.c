@@ -1,0 +1,270 @@
+/* Dispatch and the helpers every daemon-facing command shares. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_http.h"
+#include "common/util.h"
+
+void
+cli_usage(const char *group, const struct cli_cmd *cmds)
+{
+	fprintf(stderr, "usage: %s <command> [args]\n\ncommands:\n", group);
+	for (; cmds->name != NULL; cmds++)
+		fprintf(stderr, "  %-48s %s\n", cmds->usage, cmds->help);
+}
+
+int
+cli_dispatch(const char *group, const struct cli_cmd *cmds, int argc, char **argv)
+{
+	const struct cli_cmd *c;
+
+	if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0 ||
+	    strcmp(argv[0], "help") == 0) {
+		cli_usage(group, cmds);
+		return argc < 1 ? 2 : 0;
+	}
+	for (c = cmds; c->name != NULL; c++)
+		if (strcmp(c->name, argv[0]) == 0)
+			return c->run(argc, argv);
+	fprintf(stderr, "%s: unknown command \"%s\"\n\n", group, argv[0]);
+	cli_usage(group, cmds);
+	return 2;
+}
+
+int
+cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("airlock: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CLI_EXIT_FAIL;
+}
+
+int
+cli_fail_cause(char *cause)
+{
+	cli_fail("%s", cause != NULL ? cause : "failed");
+	free(cause);
+	return CLI_EXIT_FAIL;
+}
+
+struct cli_api *
+cli_connect(void)
+{
+	struct cli_api *api;
+	char *cause = NULL;
+
+	if ((api = cli_api_new(&cause)) == NULL)
+		cli_fail_cause(cause);
+	return api;
+}
+
+char *
+cli_sandbox_path(const char *id, const char *suffix)
+{
+	char *e = cli_http_escape(id), *p;
+
+	xasprintf(&p, "/v1/sandboxes/%s%s", e, suffix);
+	free(e);
+	return p;
+}
+
+void
+cli_print_json(const json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+}
+
+const char *
+cli_field(const json_t *obj, const char *key, char *tmp, size_t tmplen)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (json_is_string(v))
+		return json_string_value(v);
+	if (json_is_integer(v)) {
+		snprintf(tmp, tmplen, "%lld", (long long)json_integer_value(v));
+		return tmp;
+	}
+	if (json_is_real(v)) {
+		snprintf(tmp, tmplen, "%.1f", json_real_value(v));
+		return tmp;
+	}
+	if (json_is_true(v))
+		return "true";
+	if (json_is_false(v))
+		return "false";
+	return "-";
+}
+
+void
+cli_cell(FILE *f, const char *s, int width)
+{
+	int n = 0;
+
+	for (; *s != '\0'; s++, n++) {
+		unsigned char c = (unsigned char)*s;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
+	}
+	for (; n < width; n++)
+		fputc(' ', f);
+}
+
+const char *
+cli_age(const char *iso, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t, now = time(NULL);
+	long d;
+
+	memset(&tm, 0, sizeof(tm));
+	if (iso == NULL || strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+		return iso != NULL ? iso : "-";
+	t = timegm(&tm);
+	d = (long)(now - t);
+	if (d < 0)
+		d = 0;
+	if (d < 60)
+		snprintf(buf, len, "%lds ago", d);
+	else if (d < 3600)
+		snprintf(buf, len, "%ldm ago", d / 60);
+	else if (d < 86400)
+		snprintf(buf, len, "%ldh ago", d / 3600);
+	else
+		snprintf(buf, len, "%ldd ago", d / 86400);
+	return buf;
+}
+
+int
+cli_args_kv(const char *s, char **key, char **val, char **cause)
+{
+	const char *eq = strchr(s, '=');
+
+	*key = *val = NULL;
+	if (eq == NULL || eq == s) {
+		cause_set(cause, "\"%s\": expected KEY=VALUE", s);
+		return -1;
+	}
+	*key = xstrndup(s, (size_t)(eq - s));
+	*val = xstrdup(eq + 1);
+	return 0;
+}
+
+int
+cli_args_remote(const char *arg, char **id, char **path)
+{
+	const char *colon = strchr(arg, ':'), *p;
+
+	*id = *path = NULL;
+	/*
+	 * Only a plain id before the first colon makes it remote, so
+	 * "./a:b" and "/tmp/a:b" stay local paths.
+	 */
+	if (colon == NULL || colon == arg)
+		return 0;
+	for (p = arg; p < colon; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+			return 0;
+	*id = xstrndup(arg, (size_t)(colon - arg));
+	*path = xstrdup(colon + 1);
+	return 1;
+}
+
+int
+cli_args_num(const char *s, long long min, long long max, long long *out, const char *what,
+    char **cause)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
+		cause_set(cause, "%s: \"%s\" is not a number from %lld to %lld", what, s, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static double
+cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int
+cli_sandbox_op(int argc, char **argv, const char *method, const char *suffix,
+    const char *doing, const char *done)
+{
+	struct cli_api *api;
+	char *path, *cause = NULL;
+	int i, json_out = 0, rv = CLI_EXIT_OK, progress, nids = 0;
+	double t0;
+	json_t *sb;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json_out = 1;
+		else if (argv[i][0] == '-') {
+			fprintf(stderr, "usage: airlock %s [--json] ID...\n", argv[0]);
+			return CLI_EXIT_USAGE;
+		} else
+			nids++;
+	}
+	if (nids == 0) {
+		fprintf(stderr, "usage: airlock %s [--json] ID...\n", argv[0]);
+		return CLI_EXIT_USAGE;
+	}
+	if ((api = cli_connect()) == NULL)
+		return CLI_EXIT_FAIL;
+	progress = !json_out && isatty(STDERR_FILENO);
+	for (i = 1; i < argc; i++) {
+		if (argv[i][0] == '-')
+			continue;
+		path = cli_sandbox_path(argv[i], suffix);
+		if (progress) {
+			fprintf(stderr, "%s ", doing);
+			cli_cell(stderr, argv[i], 0);
+			fputs("...", stderr);
+		}
+		t0 = cli_now();
+		sb = cli_api_json(api, method, path, NULL, NULL, &cause);
+		free(path);
+		if (progress)
+			fprintf(stderr, sb != NULL ? " done in %.1fs\n" : " failed\n",
+			    cli_now() - t0);
+		if (sb == NULL) {
+			cli_fail_cause(cause);
+			cause = NULL;
+			rv = CLI_EXIT_FAIL;
+			continue;
+		}
+		if (json_out && json_object_size(sb) > 0)
+			cli_print_json(sb);
+		else if (!json_out) {
+			printf("%s ", done);
+			cli_cell(stdout, argv[i], 0);
+			fputc('\n', stdout);
+		}
+		json_decref(sb);
+	}
+	cli_api_free(api);
+	return rv;
+}

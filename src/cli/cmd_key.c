@@ -1,0 +1,165 @@
+/* airlock key create|ls|rm: API keys (admin only, POST/GET/DELETE /v1/keys). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_http.h"
+#include "common/util.h"
+
+static int
+key_create(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "project", required_argument, NULL, 'p' },
+		{ "role", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *project = "default", *role = "user";
+	struct cli_api *api;
+	char *cause = NULL, t[32];
+	json_t *body, *k;
+	int ch, json_out = 0;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			project = optarg;
+			break;
+		case 'r':
+			role = optarg;
+			if (strcmp(role, "user") != 0 && strcmp(role, "admin") != 0) {
+				fprintf(stderr, "airlock key create: --role must be user or admin\n");
+				goto usage;
+			}
+			break;
+		case 'j':
+			json_out = 1;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc - 1)
+		goto usage;
+	if ((api = cli_connect()) == NULL)
+		return CLI_EXIT_FAIL;
+	body = json_pack("{s:s,s:s,s:s}", "name", argv[optind], "project", project, "role", role);
+	k = cli_api_json(api, "POST", "/v1/keys", body, NULL, &cause);
+	json_decref(body);
+	cli_api_free(api);
+	if (k == NULL)
+		return cli_fail_cause(cause);
+	if (json_out)
+		cli_print_json(k);
+	else {
+		/* The key on stdout alone, so `K=$(airlock key create x)` works. */
+		cli_cell(stdout, cli_field(k, "key", t, sizeof(t)), 0);
+		fputc('\n', stdout);
+		fprintf(stderr, "created key %s (project %s, role %s); it is shown only this once\n",
+		    cli_field(k, "id", t, sizeof(t)), project, role);
+	}
+	json_decref(k);
+	return CLI_EXIT_OK;
+usage:
+	fprintf(stderr, "usage: airlock key create NAME [--project P] [--role user|admin] [--json]\n");
+	return CLI_EXIT_USAGE;
+}
+
+static int
+key_ls(int argc, char **argv)
+{
+	static const char *cols[] = { "id", "name", "project", "role", "prefix", "created_at",
+	    "last_used_at", NULL };
+	static const int widths[] = { 22, 16, 12, 6, 10, 25, 0 };
+	struct cli_api *api;
+	char *cause = NULL, t[32];
+	json_t *r, *k;
+	size_t i;
+	int c, json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
+
+	if (argc > 2 || (argc == 2 && !json_out)) {
+		fprintf(stderr, "usage: airlock key ls [--json]\n");
+		return CLI_EXIT_USAGE;
+	}
+	if ((api = cli_connect()) == NULL)
+		return CLI_EXIT_FAIL;
+	r = cli_api_json(api, "GET", "/v1/keys", NULL, NULL, &cause);
+	cli_api_free(api);
+	if (r == NULL)
+		return cli_fail_cause(cause);
+	if (json_out)
+		cli_print_json(json_object_get(r, "keys") ? json_object_get(r, "keys") : r);
+	else {
+		for (c = 0; cols[c] != NULL; c++) {
+			char up[32];
+			size_t j;
+			for (j = 0; cols[c][j] != '\0' && j < sizeof(up) - 1; j++)
+				up[j] = (char)(cols[c][j] >= 'a' && cols[c][j] <= 'z' ?
+				    cols[c][j] - 32 : cols[c][j]);
+			up[j] = '\0';
+			cli_cell(stdout, up, widths[c]);
+			fputc(cols[c + 1] ? ' ' : '\n', stdout);
+		}
+		json_array_foreach(json_object_get(r, "keys"), i, k) {
+			for (c = 0; cols[c] != NULL; c++) {
+				cli_cell(stdout, cli_field(k, cols[c], t, sizeof(t)), widths[c]);
+				fputc(cols[c + 1] ? ' ' : '\n', stdout);
+			}
+		}
+	}
+	json_decref(r);
+	return CLI_EXIT_OK;
+}
+
+static int
+key_rm(int argc, char **argv)
+{
+	struct cli_api *api;
+	char *cause = NULL, *e, *path;
+	json_t *r;
+	int i, rv = CLI_EXIT_OK;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: airlock key rm ID...\n");
+		return CLI_EXIT_USAGE;
+	}
+	if ((api = cli_connect()) == NULL)
+		return CLI_EXIT_FAIL;
+	for (i = 1; i < argc; i++) {
+		e = cli_http_escape(argv[i]);
+		xasprintf(&path, "/v1/keys/%s", e);
+		free(e);
+		r = cli_api_json(api, "DELETE", path, NULL, NULL, &cause);
+		free(path);
+		if (r == NULL) {
+			rv = cli_fail_cause(cause);
+			cause = NULL;
+			continue;
+		}
+		json_decref(r);
+		printf("removed key ");
+		cli_cell(stdout, argv[i], 0);
+		fputc('\n', stdout);
+	}
+	cli_api_free(api);
+	return rv;
+}
+
+static const struct cli_cmd key_cmds[] = {
+	{ "create", "create NAME [--project P] [--role user|admin] [--json]",
+	  "create a key and print it (only time it is shown)", key_create },
+	{ "ls", "ls [--json]", "list keys (prefixes only)", key_ls },
+	{ "rm", "rm ID...", "revoke keys", key_rm },
+	{ NULL, NULL, NULL, NULL }
+};
+
+int
+cmd_key(int argc, char **argv)
+{
+	return cli_dispatch("airlock key", key_cmds, argc - 1, argv + 1);
+}

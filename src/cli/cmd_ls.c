@@ -1,0 +1,146 @@
+/* airlock ls: GET /v1/sandboxes, following pagination, as a table or JSON. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cli_http.h"
+#include "common/util.h"
+
+#define LS_PAGE		100
+#define LS_PAGES_MAX	10000	/* a daemon that keeps saying "next" must not loop us forever */
+
+static void
+ls_row(const json_t *sb)
+{
+	char t1[32], t2[32], age[32];
+
+	cli_cell(stdout, cli_field(sb, "id", t1, sizeof(t1)), 22);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(sb, "state", t1, sizeof(t1)), 11);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(sb, "template", t1, sizeof(t1)), 14);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(sb, "vcpus", t1, sizeof(t1)), 6);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(sb, "memory_mb", t2, sizeof(t2)), 8);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_age(json_string_value(json_object_get(sb, "created_at")), age,
+	    sizeof(age)), 0);
+	fputc('\n', stdout);
+}
+
+int
+cmd_ls(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "state", required_argument, NULL, 's' },
+		{ "meta", required_argument, NULL, 'M' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *state = NULL;
+	char *meta = NULL, *cause = NULL, *k, *v, *path, *after = NULL, *e;
+	struct cli_api *api;
+	json_t *all = json_array(), *page, *sb;
+	int ch, json_out = 0, pages;
+	size_t i;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			state = optarg;
+			break;
+		case 'M':
+			if (cli_args_kv(optarg, &k, &v, &cause) == -1) {
+				fprintf(stderr, "airlock ls: --meta %s\n", cause);
+				free(cause);
+				goto usage;
+			}
+			char *prev = meta;
+			xasprintf(&meta, "%s%s%s=%s", prev ? prev : "", prev ? "&" : "", k, v);
+			free(prev);
+			free(k);
+			free(v);
+			break;
+		case 'j':
+			json_out = 1;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc)
+		goto usage;
+	if ((api = cli_connect()) == NULL)
+		goto fail;
+	for (pages = 0; pages < LS_PAGES_MAX; pages++) {
+		char *q = NULL, *tmp;
+		xasprintf(&q, "/v1/sandboxes?limit=%d", LS_PAGE);
+		if (state != NULL) {
+			e = cli_http_escape(state);
+			tmp = q;
+			xasprintf(&q, "%s&state=%s", tmp, e);
+			free(tmp);
+			free(e);
+		}
+		if (meta != NULL) {
+			/* The filter is itself k=v&k2=v2, escaped as one value. */
+			e = cli_http_escape(meta);
+			tmp = q;
+			xasprintf(&q, "%s&metadata=%s", tmp, e);
+			free(tmp);
+			free(e);
+		}
+		if (after != NULL) {
+			e = cli_http_escape(after);
+			tmp = q;
+			xasprintf(&q, "%s&after=%s", tmp, e);
+			free(tmp);
+			free(e);
+		}
+		path = q;
+		page = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+		free(path);
+		if (page == NULL) {
+			cli_api_free(api);
+			cli_fail_cause(cause);
+			goto fail;
+		}
+		json_array_foreach(json_object_get(page, "sandboxes"), i, sb)
+			json_array_append(all, sb);
+		free(after);
+		after = NULL;
+		if (json_is_string(json_object_get(page, "next")) &&
+		    json_array_size(json_object_get(page, "sandboxes")) > 0)
+			after = xstrdup(json_string_value(json_object_get(page, "next")));
+		json_decref(page);
+		if (after == NULL)
+			break;
+	}
+	cli_api_free(api);
+	if (json_out)
+		cli_print_json(all);
+	else {
+		printf("%-22s %-11s %-14s %-6s %-8s %s\n", "ID", "STATE", "TEMPLATE", "VCPUS",
+		    "MEM_MB", "CREATED");
+		json_array_foreach(all, i, sb)
+			ls_row(sb);
+	}
+	free(after);
+	free(meta);
+	json_decref(all);
+	return CLI_EXIT_OK;
+usage:
+	fprintf(stderr, "usage: airlock ls [--state S[,S...]] [--meta K=V]... [--json]\n");
+	free(meta);
+	json_decref(all);
+	return CLI_EXIT_USAGE;
+fail:
+	free(after);
+	free(meta);
+	json_decref(all);
+	return CLI_EXIT_FAIL;
+}

@@ -1,0 +1,8 @@
+/* airlock pause ID...: POST /v1/sandboxes/{id}/pause (stop the vCPUs; memory stays resident). */
+#include "cli/cli.h"
+
+int
+cmd_pause(int argc, char **argv)
+{
+	return cli_sandbox_op(argc, argv, "POST", "/pause", "pausing", "paused");
+}
