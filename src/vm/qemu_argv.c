@@ -81,9 +81,22 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 		cause_set(cause, "accel: must be resolved to kvm or tcg first");
 		return -1;
 	}
-	if (qemu_safe_path("rootfs", s->rootfs, cause) == -1 ||
-	    qemu_safe_path("console_log", s->console_log, cause) == -1)
+	if (qemu_safe_path("rootfs", s->rootfs, cause) == -1)
 		return -1;
+	if (s->console_socket != NULL) {
+		if (qemu_safe_path("console_socket", s->console_socket, cause) == -1)
+			return -1;
+	} else if (qemu_safe_path("console_log", s->console_log, cause) == -1)
+		return -1;
+	if (s->mem_path != NULL && qemu_safe_path("mem_path", s->mem_path, cause) == -1)
+		return -1;
+	if (s->name != NULL && qemu_safe_path("name", s->name, cause) == -1)
+		return -1;
+	if (s->net && (s->tap_fd < 0 || s->guest_mac == NULL ||
+	    qemu_safe_path("guest_mac", s->guest_mac, cause) == -1)) {
+		cause_set(cause, "net: needs a tap fd and a guest MAC");
+		return -1;
+	}
 	if (s->kernel != NULL && (qemu_safe_path("kernel", s->kernel, cause) == -1 ||
 	    qemu_safe_path("initrd", s->initrd, cause) == -1))
 		return -1;
@@ -103,7 +116,11 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 	/* Keep ACPI (virtio-mmio discovery, poweroff) and the RTC (rtc=off costs 2 s). */
 	argv_add(a, "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on");
 	argv_add(a, "-accel");
-	argv_add(a, "%s", s->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+	if (s->accel == VM_ACCEL_TCG && s->tcg_tb_mb != 0)
+		/* The code cache otherwise grows towards 1 GiB of RSS per VMM. */
+		argv_add(a, "tcg,tb-size=%u", s->tcg_tb_mb);
+	else
+		argv_add(a, "%s", s->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
 	if (s->accel == VM_ACCEL_KVM) {
 		argv_add(a, "-cpu");
 		argv_add(a, "host");
@@ -112,6 +129,28 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 	argv_add(a, "%u", s->vcpus);
 	argv_add(a, "-m");
 	argv_add(a, "%u", s->memory_mb);
+	if (s->mem_path != NULL) {
+		/* File-backed RAM: snapshots skip it (x-ignore-shared), clones map it. */
+		argv_add(a, "-object");
+		argv_add(a, "memory-backend-file,id=mem,size=%uM,mem-path=%s,share=%s",
+		    s->memory_mb, s->mem_path, s->mem_share ? "on" : "off");
+		argv_add(a, "-machine");
+		argv_add(a, "memory-backend=mem");
+	}
+	if (s->name != NULL) {
+		argv_add(a, "-name");
+		argv_add(a, "%s", s->name);
+	}
+	if (s->seccomp) {
+		argv_add(a, "-sandbox");
+		argv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	}
+	if (s->start_paused)
+		argv_add(a, "-S");
+	if (s->incoming) {
+		argv_add(a, "-incoming");
+		argv_add(a, "defer");
+	}
 	argv_add(a, "-nodefaults");
 	argv_add(a, "-no-user-config");
 	argv_add(a, "-display");
@@ -119,7 +158,12 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 	if (s->no_reboot)
 		argv_add(a, "-no-reboot");
 	argv_add(a, "-chardev");
-	argv_add(a, "file,id=con0,path=%s", s->console_log);
+	if (s->console_socket != NULL)
+		/* The host reads it (size-capped log, console events); output is
+		 * dropped while nobody is connected, never blocks the guest. */
+		argv_add(a, "socket,id=con0,path=%s,server=on,wait=off", s->console_socket);
+	else
+		argv_add(a, "file,id=con0,path=%s", s->console_log);
 	argv_add(a, "-serial");
 	argv_add(a, "chardev:con0");
 	if (s->kernel != NULL) {
@@ -152,9 +196,24 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 		argv_add(a, "-device");
 		argv_add(a, "virtserialport,chardev=agent0,name=org.airlock.agent");
 	}
+	if (s->net) {
+		/* The host opened the tap inside the island; QEMU needs no privilege. */
+		argv_add(a, "-netdev");
+		argv_add(a, "tap,id=net0,fd=%d", s->tap_fd);
+		argv_add(a, "-device");
+		argv_add(a, "virtio-net-device,netdev=net0,mac=%s", s->guest_mac);
+	}
 	if (s->qmp_socket != NULL) {
 		argv_add(a, "-qmp");
 		argv_add(a, "unix:%s,server=on,wait=off", s->qmp_socket);
 	}
 	return 0;
+}
+
+void
+qemu_argv_devices(const struct vm_spec *s, char *buf, size_t len)
+{
+	/* Same order as the command line: the migration stream depends on it. */
+	snprintf(buf, len, "virtio-blk,virtio-rng%s%s", s->agent_socket ? ",virtio-serial" : "",
+	    s->net ? ",virtio-net" : "");
 }

@@ -34,7 +34,23 @@ struct vm_spec {
 	const char	*qmp_socket;	/* NULL: no QMP */
 	const char	*agent_socket;	/* virtio-serial org.airlock.agent; NULL: none */
 	int		 no_reboot;	/* guest reboot = QEMU exit */
+
+	/* Driver (vm.c) additions; all zero = the plain boot above. */
+	const char	*name;		/* -name, also how tests find the process */
+	const char	*console_socket; /* serial to a unix socket instead of console_log */
+	const char	*mem_path;	/* guest RAM as memory-backend-file */
+	int		 mem_share;	/* share=on (own file) or off (MAP_PRIVATE of a base) */
+	int		 start_paused;	/* -S: the driver connects, then sends cont */
+	int		 incoming;	/* -incoming defer (restore) */
+	int		 net;		/* virtio-net on the tap fd below */
+	int		 tap_fd;
+	const char	*guest_mac;
+	int		 seccomp;	/* -sandbox on with everything denied */
+	unsigned	 tcg_tb_mb;	/* TCG translation cache cap; 0: QEMU's 1 GiB */
 };
+
+/* The device list recorded in snapshot headers; must match to restore. */
+void qemu_argv_devices(const struct vm_spec *spec, char *buf, size_t len);
 
 /* Fill a with the full command line, or return -1 with a cause naming the bad field. */
 int qemu_argv_build(const struct vm_spec *spec, struct argv *a, char **cause);

@@ -503,6 +503,78 @@ qmp_command(struct qmp *q, const char *cmd, json_t *args, int timeout_ms,
 }
 
 int
+qmp_command_fd(struct qmp *q, const char *cmd, json_t *args, int fd, int timeout_ms,
+    qmp_reply_cb cb, void *arg, char **cause)
+{
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+	struct msghdr mh;
+	struct iovec iov;
+	struct cmsghdr *c;
+	struct qmp_cmd *qc;
+	json_t *o;
+	char *s, *line;
+	ssize_t n;
+
+	if (q->q_state != QMP_READY) {
+		cause_set(cause, "%s: QMP connection not ready", cmd);
+		json_decref(args);
+		return -1;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(q->q_bev)) != 0) {
+		cause_set(cause, "%s: earlier QMP output still queued", cmd);
+		json_decref(args);
+		return -1;
+	}
+	qc = xcalloc(1, sizeof(*qc));
+	qc->qc_id = q->q_next_id++;
+	qc->qc_name = xstrdup(cmd);
+	qc->qc_cb = cb;
+	qc->qc_arg = arg;
+	qc->qc_qmp = q;
+	o = json_object();
+	json_object_set_new(o, "execute", json_string(cmd));
+	if (args != NULL)
+		json_object_set_new(o, "arguments", args);
+	json_object_set_new(o, "id", json_integer(qc->qc_id));
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	xasprintf(&line, "%s\n", s);
+	free(s);
+	memset(&mh, 0, sizeof(mh));
+	memset(&cm, 0, sizeof(cm));
+	iov.iov_base = line;
+	iov.iov_len = strlen(line);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	do {
+		n = sendmsg(bufferevent_getfd(q->q_bev), &mh, MSG_NOSIGNAL);
+	} while (n == -1 && errno == EINTR);
+	if (n == -1) {
+		cause_set(cause, "%s: sendmsg: %s", cmd, strerror(errno));
+		free(line);
+		qmp_cmd_free(qc);
+		return -1;
+	}
+	/* The fd went with the first byte; any rest is ordinary output. */
+	if ((size_t)n < iov.iov_len)
+		bufferevent_write(q->q_bev, line + n, iov.iov_len - (size_t)n);
+	free(line);
+	qc->qc_timer = evtimer_new(q->q_base, qmp_cmd_timeout, qc);
+	evtimer_add(qc->qc_timer, &tv);
+	TAILQ_INSERT_TAIL(&q->q_pending, qc, qc_entry);
+	q->q_npending++;
+	return 0;
+}
+
+int
 qmp_is_ready(const struct qmp *q)
 {
 	return q->q_state == QMP_READY;

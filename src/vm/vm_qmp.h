@@ -73,6 +73,14 @@ struct qmp *qmp_connect(struct event_base *base, const char *path, int timeout_m
 int qmp_command(struct qmp *q, const char *cmd, json_t *args, int timeout_ms,
     qmp_reply_cb cb, void *arg, char **cause);
 
+/*
+ * Like qmp_command, and pass fd along (SCM_RIGHTS) for commands such as
+ * getfd. Fails when earlier output is still queued, since the fd must ride
+ * on this command's bytes. fd stays ours.
+ */
+int qmp_command_fd(struct qmp *q, const char *cmd, json_t *args, int fd, int timeout_ms,
+    qmp_reply_cb cb, void *arg, char **cause);
+
 int qmp_is_ready(const struct qmp *q);
 /* Stop all I/O and free. Pending reply callbacks are not called. */
 void qmp_free(struct qmp *q);

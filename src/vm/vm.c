@@ -1,0 +1,1396 @@
+/*
+ * QEMU microvm driver behind vm.h: jailed spawn, QMP-driven lifecycle,
+ * console capture, snapshot/restore fast path (qemu-notes.md §3c).
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/reflink.h"
+#include "storage/stor_snapshot.h"
+#include "vm/qemu_argv.h"
+#include "vm/vm.h"
+#include "vm/vm_jail.h"
+#include "vm/vm_qmp.h"
+
+#define VM_F_DEAD	0x1	/* process reaped */
+#define VM_F_CLOSED	0x2	/* QMP closed (or never came up) */
+#define VM_F_WANT_EXIT	0x4	/* stop/suspend asked for the exit */
+
+enum vm_op { VM_OP_NONE, VM_OP_BOOT, VM_OP_RESTORE, VM_OP_PAUSE, VM_OP_RESUME,
+	VM_OP_SNAPSHOT, VM_OP_STOP };
+
+struct vm {
+	struct event_base	*vm_base;
+	char			*vm_name;
+	char			*vm_template;
+	char			*vm_kernel_id;
+	unsigned		 vm_memory_mb, vm_vcpus;
+	char			 vm_devices[128];
+	const struct stor_sandbox *vm_sb;	/* borrowed: the caller owns the sandbox */
+	char			*vm_qmp_path, *vm_console_path, *vm_agent_path;
+	enum vm_state		 vm_state;
+	int			 vm_flags;
+	int			 vm_own_mem;		/* RAM in vm/mem, share=on: can snapshot */
+
+	pid_t			 vm_pid;
+	int			 vm_pidfd;
+	struct event		*vm_pidev;
+	int			 vm_status;
+	struct vm_cgroup	 vm_cg;
+
+	struct qmp		*vm_qmp;
+	struct bufferevent	*vm_con;
+	int			 vm_logfd;
+	size_t			 vm_logsize;
+	char			*vm_tail[VM_CONSOLE_TAIL_LINES];
+	int			 vm_tailpos;
+	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
+
+	vm_event_cb		 vm_evcb;
+	void			*vm_arg;
+
+	enum vm_op		 vm_op;
+	vm_done_cb		 vm_opcb;
+	struct event		*vm_timer;		/* op timers: poll, grace, kill */
+	int			 vm_stage;
+	int			 vm_was_running;
+	char			*vm_snap_id;
+	int			 vm_snap_exit;
+	struct stor_snapshot	 vm_snap;
+	int			 vm_snapfd;
+	struct timespec		 vm_deadline;
+
+	int			 vm_depth;		/* user callbacks on the stack */
+	int			 vm_freed;
+};
+
+static void vm_check_finished(struct vm *);
+static void vm_qmp_ready(struct qmp *, const char *, void *);
+static void vm_qmp_event(struct qmp *, const char *, json_t *, void *);
+static void vm_qmp_closed(struct qmp *, const char *, void *);
+
+const char *
+vm_state_name(enum vm_state s)
+{
+	static const char *const names[] = { "starting", "running", "paused", "stopping",
+	    "exited" };
+
+	return s <= VM_EXITED ? names[s] : "?";
+}
+
+enum vm_state vm_state(const struct vm *vm) { return vm->vm_state; }
+pid_t vm_pid(const struct vm *vm) { return vm->vm_pid; }
+const char *vm_name(const struct vm *vm) { return vm->vm_name; }
+const char *vm_agent_socket(const struct vm *vm) { return vm->vm_agent_path; }
+const struct vm_cgroup *vm_cgroup(const struct vm *vm) { return &vm->vm_cg; }
+
+static void
+vm_deadline_in(struct vm *vm, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, &vm->vm_deadline);
+	vm->vm_deadline.tv_sec += ms / 1000;
+	vm->vm_deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (vm->vm_deadline.tv_nsec >= 1000000000L) {
+		vm->vm_deadline.tv_sec++;
+		vm->vm_deadline.tv_nsec -= 1000000000L;
+	}
+}
+
+static int
+vm_deadline_passed(const struct vm *vm)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > vm->vm_deadline.tv_sec || (now.tv_sec == vm->vm_deadline.tv_sec &&
+	    now.tv_nsec >= vm->vm_deadline.tv_nsec);
+}
+
+static void
+vm_timer_in(struct vm *vm, int ms, event_callback_fn fn)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (vm->vm_timer != NULL)
+		event_free(vm->vm_timer);
+	vm->vm_timer = evtimer_new(vm->vm_base, fn, vm);
+	evtimer_add(vm->vm_timer, &tv);
+}
+
+/* Last console lines, oldest first, malloc'd. */
+static char *
+vm_console_tail(struct vm *vm)
+{
+	char *out = xstrdup(""), *n;
+	int i;
+
+	for (i = 0; i < VM_CONSOLE_TAIL_LINES; i++) {
+		const char *l = vm->vm_tail[(vm->vm_tailpos + i) % VM_CONSOLE_TAIL_LINES];
+
+		if (l == NULL)
+			continue;
+		xasprintf(&n, "%s%s\n", out, l);
+		free(out);
+		out = n;
+	}
+	return out;
+}
+
+/* Call the user; returns -1 when vm_free ran meanwhile (touch nothing then). */
+static int
+vm_emit(struct vm *vm, const struct vm_event *e)
+{
+	if (vm->vm_evcb == NULL)
+		return 0;
+	vm->vm_depth++;
+	vm->vm_evcb(vm, e, vm->vm_arg);
+	vm->vm_depth--;
+	return vm->vm_freed ? -1 : 0;
+}
+
+static int
+vm_op_done(struct vm *vm, const char *error)
+{
+	vm_done_cb cb = vm->vm_opcb;
+	enum vm_op op = vm->vm_op;
+
+	vm->vm_op = VM_OP_NONE;
+	vm->vm_opcb = NULL;
+	if (vm->vm_timer != NULL) {
+		event_free(vm->vm_timer);
+		vm->vm_timer = NULL;
+	}
+	if (cb == NULL || op == VM_OP_NONE)
+		return 0;
+	vm->vm_depth++;
+	cb(vm, error, vm->vm_arg);
+	vm->vm_depth--;
+	return vm->vm_freed ? -1 : 0;
+}
+
+/* Fail the current operation; a VMM that never got going is killed. */
+static void
+vm_op_fail(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+vm_op_fail(struct vm *vm, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg, *qlog;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	if (vm->vm_op == VM_OP_BOOT || vm->vm_op == VM_OP_RESTORE) {
+		/* Nothing half-started: the VMM goes, the caller sees why. */
+		qlog = NULL;
+		if (vm->vm_sb != NULL && read_file(vm->vm_sb->ss_qemulog, 4096, &qlog, NULL,
+		    NULL) == 0 && *qlog != '\0') {
+			char *m2;
+			xasprintf(&m2, "%s; qemu: %s", msg, qlog);
+			free(msg);
+			msg = m2;
+		}
+		free(qlog);
+		vm->vm_flags |= VM_F_WANT_EXIT;
+		if (vm->vm_pidfd != -1)
+			syscall(SYS_pidfd_send_signal, vm->vm_pidfd, SIGKILL, NULL, 0);
+	}
+	vm_op_done(vm, msg);
+	free(msg);
+}
+
+/* --- console --------------------------------------------------------- */
+
+static void
+vm_log_write(struct vm *vm, const char *line, size_t len)
+{
+	char *old;
+
+	if (vm->vm_logfd == -1)
+		return;
+	if (vm->vm_logsize + len + 1 > VM_CONSOLE_MAX) {
+		/* Keep one previous generation: bounded disk, recent history kept. */
+		xasprintf(&old, "%s.1", vm->vm_sb->ss_console);
+		rename(vm->vm_sb->ss_console, old);
+		free(old);
+		close(vm->vm_logfd);
+		vm->vm_logfd = open(vm->vm_sb->ss_console, O_WRONLY | O_CREAT | O_TRUNC |
+		    O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		vm->vm_logsize = 0;
+		if (vm->vm_logfd == -1)
+			return;
+	}
+	if (write(vm->vm_logfd, line, len) > 0 && write(vm->vm_logfd, "\n", 1) > 0)
+		vm->vm_logsize += len + 1;
+}
+
+static int
+vm_console_line(struct vm *vm, char *line, size_t len)
+{
+	struct vm_event e;
+	int slot;
+
+	while (len > 0 && line[len - 1] == '\r')
+		line[--len] = '\0';
+	vm_log_write(vm, line, len);
+	slot = vm->vm_tailpos;
+	free(vm->vm_tail[slot]);
+	vm->vm_tail[slot] = xstrdup(line);
+	vm->vm_tailpos = (slot + 1) % VM_CONSOLE_TAIL_LINES;
+	memset(&e, 0, sizeof(e));
+	e.type = VM_EVENT_CONSOLE;
+	e.line = line;
+	return vm_emit(vm, &e);
+}
+
+static void
+vm_console_read(struct bufferevent *bev, void *arg)
+{
+	struct vm *vm = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	char *line;
+	size_t len;
+
+	while ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
+		int gone = vm_console_line(vm, line, len);
+
+		free(line);
+		if (gone)
+			return;
+	}
+	/* A guest printing without newlines must not grow our buffer. */
+	if ((len = evbuffer_get_length(in)) > VM_CONSOLE_LINE_MAX) {
+		line = xmalloc(VM_CONSOLE_LINE_MAX + 1);
+		evbuffer_remove(in, line, VM_CONSOLE_LINE_MAX);
+		line[VM_CONSOLE_LINE_MAX] = '\0';
+		vm_console_line(vm, line, VM_CONSOLE_LINE_MAX);
+		free(line);
+	}
+}
+
+static void
+vm_console_error(struct bufferevent *bev, short what, void *arg)
+{
+	struct vm *vm = arg;
+
+	/* The console ends with the VMM; the exit path reports it. */
+	bufferevent_free(vm->vm_con);
+	vm->vm_con = NULL;
+}
+
+static int
+vm_console_connect(struct vm *vm, char **cause)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", vm->vm_console_path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		cause_set(cause, "console %s: %s", vm->vm_console_path, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	vm->vm_con = bufferevent_socket_new(vm->vm_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(vm->vm_con, vm_console_read, NULL, vm_console_error, vm);
+	bufferevent_enable(vm->vm_con, EV_READ);
+	return 0;
+}
+
+/* --- process exit ---------------------------------------------------- */
+
+static void
+vm_pid_exited(evutil_socket_t fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+	int status;
+
+	if (waitpid(vm->vm_pid, &status, WNOHANG) != vm->vm_pid)
+		return;
+	vm->vm_status = status;
+	vm->vm_flags |= VM_F_DEAD;
+	event_del(vm->vm_pidev);
+	vm_check_finished(vm);
+}
+
+static char *
+vm_exit_reason(struct vm *vm)
+{
+	int st = vm->vm_status;
+	char *r;
+
+	if (WIFEXITED(st))
+		xasprintf(&r, "VMM exited with status %d%s%s", WEXITSTATUS(st),
+		    vm->vm_guest_stop ? " after guest " : "",
+		    vm->vm_guest_stop ? vm->vm_guest_stop : "");
+	else if (WTERMSIG(st) == SIGKILL && vm_cgroup_oom_kills(&vm->vm_cg) > 0)
+		xasprintf(&r, "VMM killed by the kernel OOM killer (cgroup memory limit)");
+	else
+		xasprintf(&r, "VMM killed by signal %d", WTERMSIG(st));
+	return r;
+}
+
+/* Both halves gone: release everything, then tell the owner (job.c model). */
+static void
+vm_check_finished(struct vm *vm)
+{
+	struct vm_event e;
+	char *reason, *tail;
+	int expected;
+
+	if ((vm->vm_flags & (VM_F_DEAD | VM_F_CLOSED)) != (VM_F_DEAD | VM_F_CLOSED) ||
+	    vm->vm_state == VM_EXITED)
+		return;
+	expected = (vm->vm_flags & VM_F_WANT_EXIT) != 0;
+	/* Drain what the console still holds so the tail is complete. */
+	if (vm->vm_con != NULL) {
+		vm_console_read(vm->vm_con, vm);
+		if (vm->vm_freed)
+			return;
+		bufferevent_free(vm->vm_con);
+		vm->vm_con = NULL;
+	}
+	reason = vm_exit_reason(vm);
+	tail = vm_console_tail(vm);
+	if (vm_cgroup_destroy(&vm->vm_cg, NULL) == -1)
+		log_warnx("vm %s: cgroup not removed", vm->vm_name);
+	if (vm->vm_pidfd != -1) {
+		event_free(vm->vm_pidev);
+		vm->vm_pidev = NULL;
+		close(vm->vm_pidfd);
+		vm->vm_pidfd = -1;
+	}
+	if (vm->vm_qmp != NULL) {
+		qmp_free(vm->vm_qmp);
+		vm->vm_qmp = NULL;
+	}
+	vm->vm_state = VM_EXITED;
+	if (vm->vm_op == VM_OP_STOP) {
+		if (vm_op_done(vm, NULL) == -1)
+			goto out;
+	} else if (vm->vm_op != VM_OP_NONE) {
+		char *msg;
+
+		xasprintf(&msg, "%s; console tail:\n%s", reason, tail);
+		vm_op_done(vm, msg);
+		free(msg);
+		if (vm->vm_freed)
+			goto out;
+	}
+	memset(&e, 0, sizeof(e));
+	e.type = VM_EVENT_EXITED;
+	e.reason = reason;
+	e.expected = expected;
+	e.console_tail = tail;
+	vm_emit(vm, &e);
+out:
+	free(reason);
+	free(tail);
+}
+
+/* --- spawn ----------------------------------------------------------- */
+
+static struct vm *
+vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
+    vm_done_cb done, void *arg)
+{
+	struct vm *vm = xcalloc(1, sizeof(*vm));
+	const struct stor_sandbox *sb = cfg->sandbox;
+
+	vm->vm_base = base;
+	vm->vm_name = xstrdup(cfg->name);
+	vm->vm_template = xstrdup(cfg->template_name ? cfg->template_name : "");
+	vm->vm_kernel_id = xstrdup(cfg->kernel_id ? cfg->kernel_id : "");
+	vm->vm_memory_mb = cfg->memory_mb;
+	vm->vm_vcpus = cfg->vcpus;
+	vm->vm_sb = sb;
+	xasprintf(&vm->vm_qmp_path, "%s/qmp.sock", sb->ss_vmdir);
+	xasprintf(&vm->vm_console_path, "%s/console.sock", sb->ss_vmdir);
+	xasprintf(&vm->vm_agent_path, "%s/agent.sock", sb->ss_vmdir);
+	vm->vm_state = VM_STARTING;
+	vm->vm_pid = -1;
+	vm->vm_pidfd = -1;
+	vm->vm_logfd = -1;
+	vm->vm_snapfd = -1;
+	vm->vm_evcb = ev;
+	vm->vm_opcb = done;
+	vm->vm_arg = arg;
+	return vm;
+}
+
+static void
+vm_spec_common(const struct vm_config *cfg, struct vm_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->accel = cfg->accel;
+	s->tsc_khz = cfg->tsc_khz;
+	s->vcpus = cfg->vcpus;
+	s->memory_mb = cfg->memory_mb;
+	s->rootfs = VM_JAIL_SANDBOX "/rootfs.ext4";
+	s->console_socket = VM_JAIL_SANDBOX "/console.sock";
+	s->qmp_socket = VM_JAIL_SANDBOX "/qmp.sock";
+	s->agent_socket = VM_JAIL_SANDBOX "/agent.sock";
+	s->name = cfg->name;
+	s->no_reboot = 1;
+	s->seccomp = 1;
+	s->net = cfg->tap_fd != -1;
+	s->guest_mac = "52:54:00:0a:00:02";
+	s->tcg_tb_mb = VM_TCG_TB_MB;
+}
+
+/*
+ * Spawn the jailed VMM for spec with fds (renumbered from 3) and connect
+ * QMP. On failure nothing is running and the cgroup is gone.
+ */
+static int
+vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
+    int *fds, int nfds, struct vm_jail_bind *binds, int nbinds, char **cause)
+{
+	struct qmp_callbacks qcb = { vm_qmp_ready, vm_qmp_event, vm_qmp_closed, vm };
+	struct vm_limits lim = cfg->limits;
+	struct vm_jail j;
+	struct argv a;
+	int errfd, i, rc;
+
+	if (lim.memory_bytes == 0)
+		lim.memory_bytes = ((uint64_t)cfg->memory_mb << 20) + VM_MEM_OVERHEAD;
+	if (lim.pids_max == 0)
+		lim.pids_max = 512;
+	if (lim.cpu_millis == 0)
+		lim.cpu_millis = cfg->vcpus * 1000;
+	if (qemu_argv_build(spec, &a, cause) == -1)
+		return -1;
+	qemu_argv_devices(spec, vm->vm_devices, sizeof(vm->vm_devices));
+	if (vm_cgroup_create(cfg->cgroup_root, cfg->name, &lim, &vm->vm_cg, cause) == -1) {
+		argv_free(&a);
+		return -1;
+	}
+	/* Stale sockets from an earlier VMM of this sandbox would confuse connect. */
+	unlink(vm->vm_qmp_path);
+	unlink(vm->vm_console_path);
+	unlink(vm->vm_agent_path);
+	if ((errfd = open(vm->vm_sb->ss_qemulog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1) {
+		cause_set(cause, "open %s: %s", vm->vm_sb->ss_qemulog, strerror(errno));
+		goto bad;
+	}
+	vm->vm_logfd = open(vm->vm_sb->ss_console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	memset(&j, 0, sizeof(j));
+	j.root = vm->vm_sb->ss_jaildir;
+	j.sandbox_dir = vm->vm_sb->ss_vmdir;
+	j.uid = vm->vm_sb->ss_uid;
+	j.gid = vm->vm_sb->ss_gid;
+	j.netns_fd = cfg->netns_fd;
+	j.kvm = cfg->accel == VM_ACCEL_KVM;
+	for (i = 0; i < nbinds; i++)
+		j.binds[j.nbinds++] = binds[i];
+	for (i = 0; i < nfds; i++)
+		j.fds[j.nfds++] = fds[i];
+	j.stderr_fd = errfd;
+	j.cgroup_procs = vm->vm_cg.vc_procs;
+	rc = vm_jail_spawn(&j, a.av, &vm->vm_pid, cause);
+	close(errfd);
+	if (rc == -1)
+		goto bad;
+	argv_free(&a);
+	if ((vm->vm_pidfd = (int)syscall(SYS_pidfd_open, vm->vm_pid, 0)) == -1) {
+		cause_set(cause, "pidfd_open: %s", strerror(errno));
+		kill(vm->vm_pid, SIGKILL);
+		waitpid(vm->vm_pid, NULL, 0);
+		vm->vm_pid = -1;
+		vm_cgroup_destroy(&vm->vm_cg, NULL);
+		return -1;
+	}
+	vm->vm_pidev = event_new(vm->vm_base, vm->vm_pidfd, EV_READ | EV_PERSIST,
+	    vm_pid_exited, vm);
+	event_add(vm->vm_pidev, NULL);
+	vm->vm_qmp = qmp_connect(vm->vm_base, vm->vm_qmp_path, VM_QMP_TIMEOUT_MS, &qcb, cause);
+	return 0;
+bad:
+	argv_free(&a);
+	vm_cgroup_destroy(&vm->vm_cg, NULL);
+	return -1;
+}
+
+/* --- QMP plumbing ---------------------------------------------------- */
+
+static int
+vm_cmd(struct vm *vm, const char *cmd, json_t *args, qmp_reply_cb cb)
+{
+	char *cause = NULL;
+
+	if (vm->vm_qmp == NULL || qmp_command(vm->vm_qmp, cmd, args, VM_CMD_TIMEOUT_MS, cb, vm,
+	    &cause) == -1) {
+		vm_op_fail(vm, "%s", cause ? cause : "QMP not connected");
+		free(cause);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
+{
+	struct vm *vm = arg;
+	struct vm_event e;
+	json_t *r;
+
+	if (strcmp(event, "SHUTDOWN") != 0)
+		return;
+	r = json_object_get(data, "reason");
+	free(vm->vm_guest_stop);
+	vm->vm_guest_stop = xstrdup(json_is_string(r) ? json_string_value(r) : "shutdown");
+	/* host-qmp-quit is ours; everything else came from the guest. */
+	if (strncmp(vm->vm_guest_stop, "host-", 5) == 0)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.type = VM_EVENT_GUEST_STOPPED;
+	e.reason = vm->vm_guest_stop;
+	vm_emit(vm, &e);
+}
+
+static void
+vm_qmp_closed(struct qmp *q, const char *reason, void *arg)
+{
+	struct vm *vm = arg;
+
+	vm->vm_flags |= VM_F_CLOSED;
+	vm_check_finished(vm);
+}
+
+static void vm_boot_cont(struct qmp *, json_t *, const char *, void *);
+static void vm_restore_caps(struct qmp *, json_t *, const char *, void *);
+
+static void
+vm_qmp_ready(struct qmp *q, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	char *cause = NULL;
+	json_t *caps;
+
+	if (error != NULL) {
+		vm->vm_flags |= VM_F_CLOSED;
+		vm_op_fail(vm, "QMP: %s", error);
+		if (!vm->vm_freed)
+			vm_check_finished(vm);
+		return;
+	}
+	/* The console socket exists once QMP answers: chardevs come first. */
+	if (vm_console_connect(vm, &cause) == -1) {
+		vm_op_fail(vm, "%s", cause);
+		free(cause);
+		return;
+	}
+	if (vm->vm_op == VM_OP_BOOT) {
+		vm_cmd(vm, "cont", NULL, vm_boot_cont);
+		return;
+	}
+	caps = json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared",
+	    "state", 1);
+	vm_cmd(vm, "migrate-set-capabilities", caps, vm_restore_caps);
+}
+
+/* --- boot ------------------------------------------------------------ */
+
+static void
+vm_boot_cont(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "cont: %s", error);
+		return;
+	}
+	vm->vm_state = VM_RUNNING;
+	vm_op_done(vm, NULL);
+}
+
+struct vm *
+vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
+    vm_done_cb done, void *arg, char **cause)
+{
+	struct vm_jail_bind binds[2] = { { cfg->kernel, "/ro/vmlinux" },
+	    { cfg->initrd, "/ro/initrd" } };
+	struct vm_spec spec;
+	struct vm *vm;
+	int fds[1], nfds = 0, fd;
+
+	if (cfg->kernel == NULL || cfg->initrd == NULL) {
+		cause_set(cause, "boot %s: kernel and initrd are required", cfg->name);
+		return NULL;
+	}
+	/* Sparse RAM file of the full size, owned by the jail uid. */
+	if ((fd = open(cfg->sandbox->ss_mem, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0600)) == -1 || ftruncate(fd, (off_t)cfg->memory_mb << 20) == -1) {
+		cause_set(cause, "boot %s: memory file %s: %s", cfg->name, cfg->sandbox->ss_mem,
+		    strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	if (stor_give(cfg->sandbox, cfg->sandbox->ss_mem, 0600, cause) == -1)
+		return NULL;
+	vm = vm_new(base, cfg, ev, done, arg);
+	vm->vm_op = VM_OP_BOOT;
+	vm->vm_own_mem = 1;
+	vm_spec_common(cfg, &spec);
+	spec.kernel = "/ro/vmlinux";
+	spec.initrd = "/ro/initrd";
+	spec.append = cfg->append;
+	spec.mem_path = VM_JAIL_SANDBOX "/mem";
+	spec.mem_share = 1;
+	spec.start_paused = 1;
+	if (cfg->tap_fd != -1) {
+		fds[nfds++] = cfg->tap_fd;
+		spec.tap_fd = 3;
+	}
+	if (vm_spawn(vm, cfg, &spec, fds, nfds, binds, 2, cause) == -1) {
+		cause_wrap(cause, "boot %s", cfg->name);
+		vm->vm_op = VM_OP_NONE;
+		vm_free(vm);
+		return NULL;
+	}
+	return vm;
+}
+
+/* --- restore --------------------------------------------------------- */
+
+static void vm_restore_poll(evutil_socket_t, short, void *);
+
+static void
+vm_restore_running(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "cont: %s", error);
+		return;
+	}
+	vm->vm_state = VM_RUNNING;
+	vm_op_done(vm, NULL);
+}
+
+static void
+vm_restore_status(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	const char *st;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "query-status: %s", error);
+		return;
+	}
+	st = json_string_value(json_object_get(ret, "status"));
+	if (st != NULL && strcmp(st, "inmigrate") == 0) {
+		if (vm_deadline_passed(vm)) {
+			vm_op_fail(vm, "restore did not finish within %d ms", VM_MIGRATE_TIMEOUT_MS);
+			return;
+		}
+		vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_restore_poll);
+		return;
+	}
+	if (st == NULL || strcmp(st, "paused") != 0) {
+		vm_op_fail(vm, "restore ended in state %s", st ? st : "?");
+		return;
+	}
+	vm_cmd(vm, "cont", NULL, vm_restore_running);
+}
+
+static void
+vm_restore_poll(evutil_socket_t fd, short ev, void *arg)
+{
+	vm_cmd(arg, "query-status", NULL, vm_restore_status);
+}
+
+static void
+vm_restore_incoming(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "migrate-incoming: %s", error);
+		return;
+	}
+	vm_deadline_in(vm, VM_MIGRATE_TIMEOUT_MS);
+	vm_cmd(vm, "query-status", NULL, vm_restore_status);
+}
+
+static void
+vm_restore_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "migrate-set-capabilities: %s", error);
+		return;
+	}
+	/* fd 3 in the jail is the device state file the host verified. */
+	vm_cmd(vm, "migrate-incoming", json_pack("{s:s}", "uri", "fd:3"), vm_restore_incoming);
+}
+
+/* Compare the snapshot header with what we are about to start. */
+static int
+vm_restore_check(const struct vm_config *cfg, const struct vm_spec *spec,
+    const struct stor_snap_header *h, const char *snapdir, char **cause)
+{
+	char devices[128];
+
+	qemu_argv_devices(spec, devices, sizeof(devices));
+	if (strcmp(h->template, cfg->template_name) != 0) {
+		cause_set(cause, "snapshot %s is of template \"%s\", not \"%s\"", snapdir,
+		    h->template, cfg->template_name);
+		return -1;
+	}
+	if (strcmp(h->kernel, cfg->kernel_id) != 0) {
+		cause_set(cause, "snapshot %s was taken with kernel %s, this host boots %s",
+		    snapdir, h->kernel, cfg->kernel_id);
+		return -1;
+	}
+	if (h->memory_mb != cfg->memory_mb || h->vcpus != cfg->vcpus) {
+		cause_set(cause, "snapshot %s has %u MiB / %u vCPUs, asked for %u MiB / %u vCPUs",
+		    snapdir, h->memory_mb, h->vcpus, cfg->memory_mb, cfg->vcpus);
+		return -1;
+	}
+	if (strcmp(h->devices, devices) != 0) {
+		cause_set(cause, "snapshot %s has devices %s, this sandbox needs %s", snapdir,
+		    h->devices, devices);
+		return -1;
+	}
+	if (h->mem_size != (uint64_t)cfg->memory_mb << 20) {
+		cause_set(cause, "snapshot %s: memory file size %llu does not match %u MiB",
+		    snapdir, (unsigned long long)h->mem_size, cfg->memory_mb);
+		return -1;
+	}
+	return 0;
+}
+
+struct vm *
+vm_restore(struct event_base *base, const struct vm_config *cfg, const char *snapdir,
+    enum vm_restore_mem mode, int base_memfd, vm_event_cb ev, vm_done_cb done, void *arg,
+    char **cause)
+{
+	struct stor_snap_header h;
+	struct vm_spec spec;
+	struct stat st;
+	struct vm *vm = NULL;
+	char sha[65], *path = NULL, *mempath = NULL;
+	uint64_t size;
+	int fds[3], nfds = 0, devfd = -1, memfd = -1;
+
+	vm_spec_common(cfg, &spec);
+	if (stor_snapshot_load(snapdir, &h, cause) == -1)
+		goto bad;
+	if (vm_restore_check(cfg, &spec, &h, snapdir, cause) == -1)
+		goto bad;
+	/* Checksum the very fd QEMU will read, so the file cannot change in between. */
+	xasprintf(&path, "%s/%s", snapdir, STOR_SNAP_DEVSTATE);
+	if ((devfd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", path, strerror(errno));
+		goto bad;
+	}
+	if (stor_fd_sha256(devfd, STOR_SNAP_DEVSTATE_MAX, sha, &size, cause) == -1) {
+		cause_wrap(cause, "%s", path);
+		goto bad;
+	}
+	if (size != h.devstate_size || strcmp(sha, h.devstate_sha256) != 0) {
+		cause_set(cause, "snapshot %s is corrupt: device state checksum mismatch "
+		    "(%llu bytes, sha256 %.12s..., header says %llu bytes, %.12s...)", snapdir,
+		    (unsigned long long)size, sha, (unsigned long long)h.devstate_size,
+		    h.devstate_sha256);
+		goto bad;
+	}
+	fds[nfds++] = devfd;
+	if (mode == VM_RESTORE_SHARED) {
+		if (base_memfd == -1 || fstat(base_memfd, &st) == -1 ||
+		    (uint64_t)st.st_size != h.mem_size) {
+			cause_set(cause, "base memory fd missing or not %llu bytes",
+			    (unsigned long long)h.mem_size);
+			goto bad;
+		}
+		if ((memfd = fcntl(base_memfd, F_DUPFD_CLOEXEC, 3)) == -1) {
+			cause_set(cause, "dup base memfd: %s", strerror(errno));
+			goto bad;
+		}
+		fds[nfds++] = memfd;
+		/* QEMU 7.2 opens mem-path O_RDWR: a sealed memfd allows that and
+		 * MAP_PRIVATE, but no write reaches the pages other clones share. */
+		xasprintf(&mempath, "/proc/self/fd/%d", 3 + nfds - 1);
+		spec.mem_share = 0;
+	} else {
+		free(path);
+		xasprintf(&path, "%s/%s", snapdir, STOR_SNAP_MEM);
+		unlink(cfg->sandbox->ss_mem);
+		if (reflink_copy(path, cfg->sandbox->ss_mem, cause) == -1 ||
+		    stor_give(cfg->sandbox, cfg->sandbox->ss_mem, 0600, cause) == -1)
+			goto bad;
+		mempath = xstrdup(VM_JAIL_SANDBOX "/mem");
+		spec.mem_share = 1;
+	}
+	if (cfg->tap_fd != -1) {
+		fds[nfds++] = cfg->tap_fd;
+		spec.tap_fd = 3 + nfds - 1;
+	}
+	spec.mem_path = mempath;
+	spec.incoming = 1;
+	vm = vm_new(base, cfg, ev, done, arg);
+	vm->vm_op = VM_OP_RESTORE;
+	vm->vm_own_mem = mode == VM_RESTORE_OWN;
+	if (vm_spawn(vm, cfg, &spec, fds, nfds, NULL, 0, cause) == -1) {
+		vm->vm_op = VM_OP_NONE;
+		vm_free(vm);
+		vm = NULL;
+		goto bad;
+	}
+	goto out;
+bad:
+	cause_wrap(cause, "restore %s", cfg->name);
+out:
+	if (devfd != -1)
+		close(devfd);
+	if (memfd != -1)
+		close(memfd);
+	free(path);
+	free(mempath);
+	stor_snap_header_free(&h);
+	return vm;
+}
+
+/* --- pause / resume -------------------------------------------------- */
+
+static void
+vm_pause_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "stop: %s", error);
+		return;
+	}
+	vm->vm_state = VM_PAUSED;
+	vm_op_done(vm, NULL);
+}
+
+static void
+vm_resume_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_op_fail(vm, "cont: %s", error);
+		return;
+	}
+	vm->vm_state = VM_RUNNING;
+	vm_op_done(vm, NULL);
+}
+
+static int
+vm_op_start(struct vm *vm, enum vm_op op, vm_done_cb done, enum vm_state need1,
+    enum vm_state need2, char **cause)
+{
+	if (vm->vm_op != VM_OP_NONE) {
+		cause_set(cause, "vm %s: busy", vm->vm_name);
+		return -1;
+	}
+	if (vm->vm_state != need1 && vm->vm_state != need2) {
+		cause_set(cause, "vm %s: is %s", vm->vm_name, vm_state_name(vm->vm_state));
+		return -1;
+	}
+	vm->vm_op = op;
+	vm->vm_opcb = done;
+	return 0;
+}
+
+int
+vm_pause(struct vm *vm, vm_done_cb done, char **cause)
+{
+	if (vm_op_start(vm, VM_OP_PAUSE, done, VM_RUNNING, VM_RUNNING, cause) == -1)
+		return -1;
+	vm_cmd(vm, "stop", NULL, vm_pause_reply);
+	return 0;
+}
+
+int
+vm_resume(struct vm *vm, vm_done_cb done, char **cause)
+{
+	if (vm_op_start(vm, VM_OP_RESUME, done, VM_PAUSED, VM_PAUSED, cause) == -1)
+		return -1;
+	vm_cmd(vm, "cont", NULL, vm_resume_reply);
+	return 0;
+}
+
+/* --- snapshot -------------------------------------------------------- */
+
+static void vm_snap_migrate_poll(evutil_socket_t, short, void *);
+static void vm_stop_quit(struct vm *);
+
+/* Undo a failed snapshot: drop the partial dir, let the guest continue. */
+static void
+vm_snap_fail(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+vm_snap_fail(struct vm *vm, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	if (vm->vm_snapfd != -1) {
+		close(vm->vm_snapfd);
+		vm->vm_snapfd = -1;
+	}
+	stor_snapshot_abort(&vm->vm_snap);
+	stor_snapshot_free(&vm->vm_snap);
+	if (vm->vm_was_running && vm->vm_qmp != NULL && qmp_is_ready(vm->vm_qmp)) {
+		/* Fire and forget: the op result is the snapshot failure. */
+		if (qmp_command(vm->vm_qmp, "cont", NULL, VM_CMD_TIMEOUT_MS, vm_resume_reply,
+		    vm, NULL) == 0) {
+			vm->vm_op = VM_OP_RESUME;
+			vm->vm_state = VM_PAUSED;
+			vm_done_cb cb = vm->vm_opcb;
+			/* Report the failure now; the cont completes silently. */
+			vm->vm_opcb = NULL;
+			vm->vm_depth++;
+			if (cb != NULL)
+				cb(vm, msg, vm->vm_arg);
+			vm->vm_depth--;
+			free(msg);
+			return;
+		}
+	}
+	vm_op_done(vm, msg);
+	free(msg);
+}
+
+static void
+vm_snap_finish(struct vm *vm)
+{
+	struct stor_snap_header h;
+	char *dst, *cause = NULL, now[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	uint64_t size;
+
+	memset(&h, 0, sizeof(h));
+	/* The guest is stopped: RAM and disk are consistent with the device state. */
+	if (fsync(vm->vm_snapfd) == -1) {
+		vm_snap_fail(vm, "snapshot %s: fsync device state: %s", vm->vm_snap_id,
+		    strerror(errno));
+		return;
+	}
+	if (stor_fd_sha256(vm->vm_snapfd, STOR_SNAP_DEVSTATE_MAX, h.devstate_sha256, &size,
+	    &cause) == -1) {
+		vm_snap_fail(vm, "snapshot %s: device state: %s", vm->vm_snap_id, cause);
+		free(cause);
+		return;
+	}
+	close(vm->vm_snapfd);
+	vm->vm_snapfd = -1;
+	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_MEM);
+	if (reflink_copy(vm->vm_sb->ss_mem, dst, &cause) == -1) {
+		free(dst);
+		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
+		free(cause);
+		return;
+	}
+	free(dst);
+	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_ROOTFS);
+	if (reflink_copy(vm->vm_sb->ss_rootfs, dst, &cause) == -1) {
+		free(dst);
+		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
+		free(cause);
+		return;
+	}
+	free(dst);
+	gmtime_r(&t, &tm);
+	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	h.format = STOR_SNAP_FORMAT;
+	h.template = vm->vm_template;
+	h.kernel = vm->vm_kernel_id;
+	h.memory_mb = vm->vm_memory_mb;
+	h.vcpus = vm->vm_vcpus;
+	h.devices = vm->vm_devices;
+	h.devstate_size = size;
+	h.mem_size = (uint64_t)vm->vm_memory_mb << 20;
+	h.created = now;
+	if (stor_snapshot_commit(&vm->vm_snap, &h, &cause) == -1) {
+		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
+		free(cause);
+		return;
+	}
+	stor_snapshot_free(&vm->vm_snap);
+	if (vm->vm_snap_exit) {
+		/* Suspend: the snapshot is the sandbox now; the VMM goes. */
+		vm->vm_op = VM_OP_STOP;
+		vm_stop_quit(vm);
+		return;
+	}
+	if (vm->vm_was_running) {
+		vm->vm_op = VM_OP_RESUME;
+		vm_cmd(vm, "cont", NULL, vm_resume_reply);
+		return;
+	}
+	vm->vm_state = VM_PAUSED;
+	vm_op_done(vm, NULL);
+}
+
+static void
+vm_snap_migrate_status(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	const char *st;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "query-migrate: %s", error);
+		return;
+	}
+	st = json_string_value(json_object_get(ret, "status"));
+	if (st != NULL && strcmp(st, "completed") == 0) {
+		vm_snap_finish(vm);
+		return;
+	}
+	if (st != NULL && (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)) {
+		const char *why = json_string_value(json_object_get(ret, "error-desc"));
+		vm_snap_fail(vm, "snapshot %s: device state migration %s: %s", vm->vm_snap_id, st,
+		    why ? why : "no reason given");
+		return;
+	}
+	if (vm_deadline_passed(vm)) {
+		vm_snap_fail(vm, "snapshot %s: migration still %s after %d ms", vm->vm_snap_id,
+		    st ? st : "?", VM_MIGRATE_TIMEOUT_MS);
+		return;
+	}
+	vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_snap_migrate_poll);
+}
+
+static void
+vm_snap_migrate_poll(evutil_socket_t fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm_cmd(vm, "query-migrate", NULL, vm_snap_migrate_status) == -1)
+		return;
+}
+
+static void
+vm_snap_migrating(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "migrate: %s", error);
+		return;
+	}
+	vm_deadline_in(vm, VM_MIGRATE_TIMEOUT_MS);
+	vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_snap_migrate_poll);
+}
+
+static void
+vm_snap_gotfd(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "getfd: %s", error);
+		return;
+	}
+	vm_cmd(vm, "migrate", json_pack("{s:s}", "uri", "fd:airlock-snap"), vm_snap_migrating);
+}
+
+static void
+vm_snap_params(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	char *cause = NULL;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "migrate-set-parameters: %s", error);
+		return;
+	}
+	/* QEMU 7.2 has no file: URI and exec: needs a shell (-sandbox spawn=deny):
+	 * hand QEMU the open device state file over the QMP socket instead. */
+	if (qmp_command_fd(vm->vm_qmp, "getfd", json_pack("{s:s}", "fdname", "airlock-snap"),
+	    vm->vm_snapfd, VM_CMD_TIMEOUT_MS, vm_snap_gotfd, vm, &cause) == -1) {
+		vm_snap_fail(vm, "getfd: %s", cause);
+		free(cause);
+	}
+}
+
+static void
+vm_snap_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "migrate-set-capabilities: %s", error);
+		return;
+	}
+	/* 7.2 throttles migration to 128 MiB/s by default. */
+	vm_cmd(vm, "migrate-set-parameters", json_pack("{s:I}", "max-bandwidth",
+	    (json_int_t)(1LL << 40)), vm_snap_params);
+}
+
+static void
+vm_snap_stopped(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (error != NULL) {
+		vm_snap_fail(vm, "stop: %s", error);
+		return;
+	}
+	vm->vm_state = VM_PAUSED;
+	vm_cmd(vm, "migrate-set-capabilities", json_pack("{s:[{s:s, s:b}]}", "capabilities",
+	    "capability", "x-ignore-shared", "state", 1), vm_snap_caps);
+}
+
+int
+vm_snapshot(struct vm *vm, const char *id, int then_exit, vm_done_cb done, char **cause)
+{
+	char *path;
+
+	if (!vm->vm_own_mem) {
+		cause_set(cause, "vm %s: guest RAM is a shared base mapping; restore it with "
+		    "its own memory file to snapshot it", vm->vm_name);
+		return -1;
+	}
+	if (vm_op_start(vm, VM_OP_SNAPSHOT, done, VM_RUNNING, VM_PAUSED, cause) == -1)
+		return -1;
+	if (stor_snapshot_begin(id, &vm->vm_snap, cause) == -1) {
+		vm->vm_op = VM_OP_NONE;
+		vm->vm_opcb = NULL;
+		return -1;
+	}
+	path = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_DEVSTATE);
+	vm->vm_snapfd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (vm->vm_snapfd == -1) {
+		cause_set(cause, "create %s: %s", path, strerror(errno));
+		free(path);
+		stor_snapshot_abort(&vm->vm_snap);
+		stor_snapshot_free(&vm->vm_snap);
+		vm->vm_op = VM_OP_NONE;
+		vm->vm_opcb = NULL;
+		return -1;
+	}
+	free(path);
+	free(vm->vm_snap_id);
+	vm->vm_snap_id = xstrdup(id);
+	vm->vm_snap_exit = then_exit;
+	vm->vm_was_running = vm->vm_state == VM_RUNNING;
+	if (vm->vm_was_running)
+		vm_cmd(vm, "stop", NULL, vm_snap_stopped);
+	else
+		vm_snap_stopped(vm->vm_qmp, NULL, NULL, vm);
+	return 0;
+}
+
+/* --- stop ------------------------------------------------------------ */
+
+static void
+vm_kill_timer(evutil_socket_t fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm->vm_pidfd != -1 && !(vm->vm_flags & VM_F_DEAD))
+		syscall(SYS_pidfd_send_signal, vm->vm_pidfd, SIGKILL, NULL, 0);
+}
+
+static void
+vm_quit_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	/* The exit itself completes the stop (vm_check_finished). */
+}
+
+static void
+vm_stop_quit(struct vm *vm)
+{
+	vm->vm_state = VM_STOPPING;
+	vm->vm_flags |= VM_F_WANT_EXIT;
+	if (vm->vm_qmp == NULL || !qmp_is_ready(vm->vm_qmp) ||
+	    qmp_command(vm->vm_qmp, "quit", NULL, VM_CMD_TIMEOUT_MS, vm_quit_reply, vm,
+	    NULL) == -1) {
+		vm_kill_timer(-1, 0, vm);
+		return;
+	}
+	vm_timer_in(vm, VM_QUIT_TIMEOUT_MS, vm_kill_timer);
+}
+
+static void
+vm_grace_timer(evutil_socket_t fd, short ev, void *arg)
+{
+	vm_stop_quit(arg);
+}
+
+static void
+vm_powerdown_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+}
+
+int
+vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause)
+{
+	if (vm->vm_state == VM_EXITED) {
+		cause_set(cause, "vm %s: already exited", vm->vm_name);
+		return -1;
+	}
+	if (vm->vm_op != VM_OP_NONE && vm->vm_op != VM_OP_STOP) {
+		/* Stop wins over whatever runs: fail it first. */
+		vm_op_done(vm, "cancelled by stop");
+		if (vm->vm_freed)
+			return 0;
+	}
+	if (vm->vm_op == VM_OP_STOP) {
+		cause_set(cause, "vm %s: already stopping", vm->vm_name);
+		return -1;
+	}
+	vm->vm_op = VM_OP_STOP;
+	vm->vm_opcb = done;
+	vm->vm_flags |= VM_F_WANT_EXIT;
+	vm->vm_state = VM_STOPPING;
+	if (grace_ms > 0 && vm->vm_qmp != NULL && qmp_is_ready(vm->vm_qmp) &&
+	    qmp_command(vm->vm_qmp, "system_powerdown", NULL, VM_CMD_TIMEOUT_MS,
+	    vm_powerdown_reply, vm, NULL) == 0) {
+		vm_timer_in(vm, grace_ms, vm_grace_timer);
+		return 0;
+	}
+	vm_stop_quit(vm);
+	return 0;
+}
+
+/* --- stats, free ----------------------------------------------------- */
+
+void
+vm_stats(struct vm *vm, struct vm_stats *st)
+{
+	char *path, *text = NULL, *p;
+	unsigned long long ut, stt;
+
+	memset(st, 0, sizeof(*st));
+	st->state = vm->vm_state;
+	st->pid = vm->vm_pid;
+	st->cgroup_bytes = vm_cgroup_memory(&vm->vm_cg);
+	st->cgroup_limit = vm_cgroup_memory_limit(&vm->vm_cg);
+	if (vm->vm_pid <= 0 || (vm->vm_flags & VM_F_DEAD))
+		return;
+	xasprintf(&path, "/proc/%d/smaps_rollup", (int)vm->vm_pid);
+	if (read_file(path, 65536, &text, NULL, NULL) == 0) {
+		if ((p = strstr(text, "\nRss:")) != NULL)
+			st->rss_kb = strtoull(p + 5, NULL, 10);
+		if ((p = strstr(text, "\nPss:")) != NULL)
+			st->pss_kb = strtoull(p + 5, NULL, 10);
+		free(text);
+	}
+	free(path);
+	xasprintf(&path, "/proc/%d/stat", (int)vm->vm_pid);
+	if (read_file(path, 4096, &text, NULL, NULL) == 0) {
+		/* Fields after the ")" of comm: state is 3rd, utime 14th, stime 15th. */
+		if ((p = strrchr(text, ')')) != NULL &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+		    &ut, &stt) == 2)
+			st->cpu_seconds = (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+		free(text);
+	}
+	free(path);
+}
+
+static void
+vm_release(struct vm *vm)
+{
+	int i;
+
+	for (i = 0; i < VM_CONSOLE_TAIL_LINES; i++)
+		free(vm->vm_tail[i]);
+	free(vm->vm_name);
+	free(vm->vm_template);
+	free(vm->vm_kernel_id);
+	free(vm->vm_qmp_path);
+	free(vm->vm_console_path);
+	free(vm->vm_agent_path);
+	free(vm->vm_guest_stop);
+	free(vm->vm_snap_id);
+	free(vm);
+}
+
+static void
+vm_release_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	vm_release(arg);
+}
+
+void
+vm_free(struct vm *vm)
+{
+	if (vm == NULL || vm->vm_freed)
+		return;
+	vm->vm_freed = 1;
+	if (vm->vm_timer != NULL) {
+		event_free(vm->vm_timer);
+		vm->vm_timer = NULL;
+	}
+	if (vm->vm_qmp != NULL) {
+		qmp_free(vm->vm_qmp);
+		vm->vm_qmp = NULL;
+	}
+	if (vm->vm_con != NULL) {
+		bufferevent_free(vm->vm_con);
+		vm->vm_con = NULL;
+	}
+	if (vm->vm_pid > 0 && !(vm->vm_flags & VM_F_DEAD)) {
+		/* Synchronous on purpose: SIGKILL'd QEMU is gone in milliseconds. */
+		if (vm->vm_pidfd != -1)
+			syscall(SYS_pidfd_send_signal, vm->vm_pidfd, SIGKILL, NULL, 0);
+		else
+			kill(vm->vm_pid, SIGKILL);
+		while (waitpid(vm->vm_pid, NULL, 0) == -1 && errno == EINTR)
+			;
+		vm->vm_flags |= VM_F_DEAD;
+	}
+	if (vm->vm_pidev != NULL)
+		event_free(vm->vm_pidev);
+	vm->vm_pidev = NULL;
+	if (vm->vm_pidfd != -1)
+		close(vm->vm_pidfd);
+	vm->vm_pidfd = -1;
+	if (vm->vm_cg.vc_ndirs > 0 && vm_cgroup_destroy(&vm->vm_cg, NULL) == -1)
+		log_warnx("vm %s: cgroup not removed", vm->vm_name);
+	if (vm->vm_snapfd != -1) {
+		close(vm->vm_snapfd);
+		vm->vm_snapfd = -1;
+		stor_snapshot_abort(&vm->vm_snap);
+	}
+	stor_snapshot_free(&vm->vm_snap);
+	if (vm->vm_logfd != -1)
+		close(vm->vm_logfd);
+	vm->vm_logfd = -1;
+	/* Inside one of our callbacks the caller's frames still read vm. */
+	if (vm->vm_depth > 0) {
+		event_base_once(vm->vm_base, -1, EV_TIMEOUT, vm_release_cb, vm, NULL);
+		return;
+	}
+	vm_release(vm);
+}

@@ -1,0 +1,133 @@
+/*
+ * The VM driver: one microVM per struct vm, asynchronous on libevent.
+ * Operations: boot, restore, pause, resume, snapshot, stop, stats; events:
+ * console lines, the guest stopping, the VMM exiting. Nothing above this
+ * interface knows it is QEMU (vm.c, vm_qmp.c, vm_jail.c, qemu_argv.c do).
+ *
+ * Process model (tmux job.c): a VM is finished only when its process has
+ * been reaped (pidfd) *and* its QMP connection has closed; whichever comes
+ * second releases the cgroup, emits VM_EVENT_EXITED and completes any
+ * operation still in flight.
+ *
+ * One operation at a time: starting another while one runs fails with
+ * "busy". Every operation ends in exactly one done callback.
+ * vm_free() may be called at any time, also from a callback: it kills and
+ * reaps a live VMM synchronously and calls no more callbacks.
+ */
+#ifndef AIRLOCK_VM_H
+#define AIRLOCK_VM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/event.h>
+
+#include "storage/stor_sandbox.h"
+#include "vm/accel.h"
+#include "vm/vm_cgroup.h"
+
+#define VM_QMP_TIMEOUT_MS	10000	/* spawn to QMP ready (22 ms typical) */
+#define VM_CMD_TIMEOUT_MS	10000	/* one QMP command */
+#define VM_MIGRATE_TIMEOUT_MS	120000	/* device state stream / restore */
+#define VM_MIGRATE_POLL_MS	2
+#define VM_QUIT_TIMEOUT_MS	3000	/* quit to exit, before SIGKILL */
+#define VM_CONSOLE_MAX		(1024 * 1024)	/* console.log size before rotation */
+#define VM_CONSOLE_LINE_MAX	4096
+#define VM_CONSOLE_TAIL_LINES	40	/* quoted when the VMM dies unexpectedly */
+#define VM_MEM_OVERHEAD		(384ULL << 20)	/* cgroup limit = guest RAM + this */
+#define VM_TCG_TB_MB		64		/* TCG code cache cap (default 1 GiB) */
+
+enum vm_state { VM_STARTING, VM_RUNNING, VM_PAUSED, VM_STOPPING, VM_EXITED };
+
+enum vm_event_type {
+	VM_EVENT_CONSOLE,	/* line: one serial console line, without newline */
+	VM_EVENT_GUEST_STOPPED,	/* reason: guest powered off, reset or panicked */
+	VM_EVENT_EXITED,	/* the VMM is gone and its resources are released */
+};
+
+struct vm_event {
+	enum vm_event_type	 type;
+	const char		*line;
+	const char		*reason;	/* GUEST_STOPPED, EXITED */
+	int			 expected;	/* EXITED: vm_stop/vm_snapshot asked for it */
+	const char		*console_tail;	/* EXITED: last console lines */
+};
+
+struct vm;
+typedef void (*vm_event_cb)(struct vm *, const struct vm_event *, void *);
+typedef void (*vm_done_cb)(struct vm *, const char *error, void *);
+
+struct vm_config {
+	const char			*name;		/* sandbox name */
+	const char			*template_name;	/* recorded in / checked against snapshots */
+	const char			*kernel_id;	/* e.g. the vmlinux sha256 */
+	const char			*kernel;	/* cold boot only */
+	const char			*initrd;
+	const char			*append;	/* extra kernel arguments */
+	enum vm_accel			 accel;
+	unsigned long			 tsc_khz;
+	unsigned			 vcpus;
+	unsigned			 memory_mb;
+	const struct stor_sandbox	*sandbox;	/* dirs, disk, memory file, uid */
+	int				 netns_fd;	/* island netns, or -1 */
+	int				 tap_fd;	/* tap in that netns, or -1: no NIC */
+	struct vm_limits		 limits;	/* zero fields get defaults */
+	const char			*cgroup_root;	/* NULL: detect under /sys/fs/cgroup */
+};
+
+enum vm_restore_mem {
+	VM_RESTORE_OWN,		/* reflink the snapshot's RAM file, share=on: cheap re-snapshot */
+	VM_RESTORE_SHARED,	/* MAP_PRIVATE of a sealed base memfd: pages shared by clones */
+};
+
+struct vm_stats {
+	enum vm_state	 state;
+	pid_t		 pid;
+	uint64_t	 rss_kb, pss_kb;	/* of the VMM process */
+	long long	 cgroup_bytes;		/* -1 if unknown */
+	long long	 cgroup_limit;
+	double		 cpu_seconds;
+};
+
+/* Spawn a jailed VMM and boot the kernel; done runs when the guest is running. */
+struct vm *vm_boot(struct event_base *base, const struct vm_config *cfg,
+    vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
+
+/*
+ * Restore from a snapshot directory. The header, device state checksum and
+ * the config (template, kernel, memory, vcpus, devices) are checked before
+ * anything starts: a mismatch fails here with a cause and starts nothing.
+ * The sandbox's rootfs must be a reflink of the snapshot's rootfs.
+ * base_memfd: VM_RESTORE_SHARED only (stor_snapshot_memfd); dup'd.
+ */
+struct vm *vm_restore(struct event_base *base, const struct vm_config *cfg,
+    const char *snapdir, enum vm_restore_mem mode, int base_memfd,
+    vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
+
+int vm_pause(struct vm *vm, vm_done_cb done, char **cause);
+int vm_resume(struct vm *vm, vm_done_cb done, char **cause);
+
+/*
+ * Write snapshot <id> (stor_snapshot.h layout). The guest is stopped for
+ * the device state stream and the reflinks of its RAM file and disk, then
+ * continues, or the VMM exits when then_exit (suspend). On failure the
+ * partial snapshot is removed and a running guest continues.
+ * Needs guest RAM in its own file (booted, or restored VM_RESTORE_OWN).
+ */
+int vm_snapshot(struct vm *vm, const char *id, int then_exit, vm_done_cb done, char **cause);
+
+/* Ask the guest to power off (ACPI), after grace_ms quit QEMU, then kill. */
+int vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause);
+
+void vm_stats(struct vm *vm, struct vm_stats *st);
+enum vm_state vm_state(const struct vm *vm);
+const char *vm_state_name(enum vm_state s);
+pid_t vm_pid(const struct vm *vm);
+const char *vm_name(const struct vm *vm);
+/* Host path of the guest agent's virtio-serial socket. */
+const char *vm_agent_socket(const struct vm *vm);
+const struct vm_cgroup *vm_cgroup(const struct vm *vm);
+
+void vm_free(struct vm *vm);
+
+#endif

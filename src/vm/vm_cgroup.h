@@ -1,0 +1,58 @@
+/*
+ * Per-sandbox cgroups for QEMU: memory, cpu and pids limits.
+ *
+ * Hosts differ: pure cgroup v2 (/sys/fs/cgroup/cgroup.controllers), v1 with
+ * one mount per controller (this development host: memory, cpu and pids
+ * under /sys/fs/cgroup/<ctrl>, a controller-less v2 beside them at
+ * /sys/fs/cgroup/unified), or hybrid with controllers on the unified
+ * hierarchy. vm_cgroup_detect() picks v2 wherever the memory controller is
+ * on a v2 hierarchy, else v1.
+ *
+ * Sandboxes nest below the cgroup the daemon itself runs in
+ * (<own>/airlock/<name>), so limits an operator put on airlockd still bound
+ * every sandbox. The jailed child joins by writing "0" to each cgroup.procs
+ * listed in vc_procs before it execs QEMU.
+ */
+#ifndef AIRLOCK_VM_CGROUP_H
+#define AIRLOCK_VM_CGROUP_H
+
+#include <stdint.h>
+
+#define VM_CGROUP_PARENT	"airlock"
+#define VM_CGROUP_V1_MAX	3		/* memory, cpu, pids */
+#define VM_CGROUP_CPU_PERIOD	100000		/* us */
+
+enum vm_cgroup_mode { VM_CGROUP_NONE, VM_CGROUP_V1, VM_CGROUP_V2 };
+
+struct vm_limits {
+	uint64_t	 memory_bytes;	/* 0: no limit */
+	unsigned	 cpu_millis;	/* CPU time per second x1000 (2000 = 2 CPUs); 0: none */
+	unsigned	 pids_max;	/* threads and processes; 0: none */
+};
+
+struct vm_cgroup {
+	enum vm_cgroup_mode	 vc_mode;
+	char			*vc_dirs[VM_CGROUP_V1_MAX];	/* v2 uses [0] */
+	char			*vc_procs[VM_CGROUP_V1_MAX + 1];/* NULL-terminated */
+	int			 vc_ndirs;
+};
+
+/* Which hierarchy to use under root (NULL: /sys/fs/cgroup or $AIRLOCK_CGROUP_ROOT). */
+enum vm_cgroup_mode vm_cgroup_detect(const char *root);
+const char *vm_cgroup_mode_name(enum vm_cgroup_mode m);
+
+/* Create <own>/airlock/<name> in each hierarchy and write the limits. */
+int vm_cgroup_create(const char *root, const char *name, const struct vm_limits *lim,
+    struct vm_cgroup *cg, char **cause);
+
+/* Remove the directories (the processes must be gone); retries briefly on EBUSY. */
+int vm_cgroup_destroy(struct vm_cgroup *cg, char **cause);
+
+/* Number of OOM kills in this cgroup so far (0 if unknown). */
+long vm_cgroup_oom_kills(const struct vm_cgroup *cg);
+/* Memory charged to the cgroup in bytes, -1 if unknown. */
+long long vm_cgroup_memory(const struct vm_cgroup *cg);
+/* The memory limit as the kernel reports it, -1 if unknown. */
+long long vm_cgroup_memory_limit(const struct vm_cgroup *cg);
+
+#endif
