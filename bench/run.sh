@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: run every benchmark; results go to bench/results/<name>.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/results
+python3 bench/api_bench.py --airlockd build/src/airlockd/airlockd > bench/results/api.json
+for b in bench/*.sh; do
+	[ "$(basename "$b")" = run.sh ] && continue
+	bash "$b"
+done

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Write docs/api/openapi.json: the OpenAPI 3 description of docs/api.md.
+Run after changing the API; the daemon embeds the file at build time."""
+import json, os, sys
+
+def ref(name): return {"$ref": f"#/components/schemas/{name}"}
+def body(schema): return {"required": True, "content": {"application/json": {"schema": schema}}}
+def ok(status, schema=None, ctype="application/json", desc="OK"):
+    r = {"description": desc}
+    if schema is not None:
+        r["content"] = {ctype: {"schema": schema}}
+    return {str(status): r, "default": {"description": "error", "content": {"application/json": {"schema": ref("Error")}}}}
+def sse(desc): return ok(200, {"type": "string"}, "text/event-stream", desc)
+idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+pidp = {"name": "pid", "in": "path", "required": True, "schema": {"type": "integer"}}
+pathq = {"name": "path", "in": "query", "required": True, "schema": {"type": "string"}}
+def op(summary, responses, params=None, req=None):
+    o = {"summary": summary, "responses": responses}
+    if params: o["parameters"] = params
+    if req: o["requestBody"] = req
+    return o
+
+strmap = {"type": "object", "additionalProperties": {"type": "string"}}
+schemas = {
+  "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+      "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+  "Network": {"type": "object", "additionalProperties": False, "properties": {
+      "mode": {"type": "string", "enum": ["none", "allowlist", "full"]},
+      "allow": {"type": "array", "items": {"type": "string"}}}},
+  "NewSandbox": {"type": "object", "additionalProperties": False, "properties": {
+      "template": {"type": "string", "default": "base"},
+      "vcpus": {"type": "integer", "minimum": 1, "maximum": 16, "default": 2},
+      "memory_mb": {"type": "integer", "minimum": 128, "maximum": 65536, "default": 512},
+      "env": strmap, "metadata": strmap,
+      "timeout_s": {"type": "integer", "minimum": 0, "maximum": 2592000, "default": 0},
+      "idle_timeout_s": {"type": "integer", "minimum": 0, "maximum": 2592000, "default": 21600},
+      "auto_pause": {"type": "boolean", "default": False},
+      "network": ref("Network")}},
+  "Sandbox": {"type": "object", "properties": {
+      "id": {"type": "string"}, "state": {"type": "string", "enum": ["creating", "running", "paused",
+      "suspending", "suspended", "resuming", "deleting", "failed"]}, "template": {"type": "string"},
+      "vcpus": {"type": "integer"}, "memory_mb": {"type": "integer"}, "env": strmap, "metadata": strmap,
+      "network": ref("Network"), "timeout_s": {"type": "integer"}, "idle_timeout_s": {"type": "integer"},
+      "auto_pause": {"type": "boolean"}, "created_at": {"type": "string", "format": "date-time"},
+      "updated_at": {"type": "string", "format": "date-time"},
+      "expires_at": {"type": "string", "format": "date-time", "nullable": True},
+      "last_active_at": {"type": "string", "format": "date-time"},
+      "error": {"type": "string", "nullable": True}}},
+  "PatchSandbox": {"type": "object", "additionalProperties": False, "properties": {
+      "timeout_s": {"type": "integer"}, "idle_timeout_s": {"type": "integer"},
+      "auto_pause": {"type": "boolean"}, "metadata": strmap}},
+  "Exec": {"type": "object", "additionalProperties": False, "required": ["cmd"], "properties": {
+      "cmd": {"type": "array", "items": {"type": "string"}, "minItems": 1}, "env": strmap,
+      "cwd": {"type": "string"}, "user": {"type": "string", "enum": ["user", "root"]},
+      "stdin": {"type": "boolean"}, "timeout_s": {"type": "integer"},
+      "pty": {"type": "object", "properties": {"cols": {"type": "integer"}, "rows": {"type": "integer"}}}}},
+  "Entry": {"type": "object", "properties": {"name": {"type": "string"}, "path": {"type": "string"},
+      "type": {"type": "string", "enum": ["file", "dir", "symlink"]}, "size": {"type": "integer"},
+      "mode": {"type": "integer"}, "mtime": {"type": "string"}}},
+  "Key": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"},
+      "project": {"type": "string"}, "role": {"type": "string"}, "prefix": {"type": "string"},
+      "key": {"type": "string", "description": "only in the create answer"}}},
+}
+sb = "/v1/sandboxes/{id}"
+paths = {
+  "/healthz": {"get": op("Liveness and version", ok(200, {"type": "object"}))},
+  "/metrics": {"get": op("Prometheus metrics", ok(200, {"type": "string"}, "text/plain"))},
+  "/v1/openapi.json": {"get": op("This document", ok(200, {"type": "object"}))},
+  "/v1/sandboxes": {
+    "post": op("Create a sandbox", ok(201, ref("Sandbox")), req=body(ref("NewSandbox"))),
+    "get": op("List sandboxes", ok(200, {"type": "object", "properties": {"sandboxes": {"type": "array",
+        "items": ref("Sandbox")}, "next": {"type": "string", "nullable": True}}}),
+        [{"name": n, "in": "query", "schema": {"type": t}} for n, t in
+         (("state", "string"), ("metadata", "string"), ("limit", "integer"), ("after", "string"))])},
+  sb: {"get": op("Get a sandbox", ok(200, ref("Sandbox")), [idp]),
+       "patch": op("Change timeouts or metadata", ok(200, ref("Sandbox")), [idp], body(ref("PatchSandbox"))),
+       "delete": op("Delete a sandbox", ok(204), [idp])},
+  sb + "/pause": {"post": op("Pause (memory resident)", ok(200, ref("Sandbox")), [idp])},
+  sb + "/resume": {"post": op("Resume from paused or suspended", ok(200, ref("Sandbox")), [idp])},
+  sb + "/suspend": {"post": op("Suspend to disk", ok(200, ref("Sandbox")), [idp])},
+  sb + "/exec": {"post": op("Run a command; SSE start/stdout/stderr/exit", sse("exec events"), [idp], body(ref("Exec")))},
+  sb + "/processes": {"get": op("List processes", ok(200, {"type": "object"}), [idp])},
+  sb + "/processes/{pid}/stream": {"get": op("Reattach to a process", sse("exec events"), [idp, pidp])},
+  sb + "/processes/{pid}/stdin": {"post": op("Send stdin", ok(204), [idp, pidp], body({"type": "object"}))},
+  sb + "/processes/{pid}/signal": {"post": op("Send a signal", ok(204), [idp, pidp], body({"type": "object"}))},
+  sb + "/processes/{pid}/resize": {"post": op("Resize the PTY", ok(204), [idp, pidp], body({"type": "object"}))},
+  sb + "/files": {"get": op("Download a file", ok(200, {"type": "string", "format": "binary"}, "application/octet-stream"), [idp, pathq]),
+                  "put": op("Upload a file (streamed)", ok(201, {"type": "object"}), [idp, pathq],
+                            {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}})},
+  sb + "/files/list": {"get": op("List a directory", ok(200, {"type": "object"}), [idp, pathq])},
+  sb + "/files/stat": {"get": op("Stat a path", ok(200, ref("Entry")), [idp, pathq])},
+  sb + "/files/mkdir": {"post": op("Make a directory", ok(201, ref("Entry")), [idp], body({"type": "object"}))},
+  sb + "/files/move": {"post": op("Move a path", ok(200, ref("Entry")), [idp], body({"type": "object"}))},
+  sb + "/files/remove": {"post": op("Remove a path", ok(204), [idp], body({"type": "object"}))},
+  sb + "/files/watch": {"get": op("Watch a directory", sse("fs events"), [idp, pathq])},
+  sb + "/events": {"get": op("Lifecycle events of one sandbox", sse("events"), [idp])},
+  sb + "/logs": {"get": op("Serial console", ok(200, {"type": "string"}, "text/plain"), [idp])},
+  sb + "/metrics": {"get": op("Resource use", ok(200, {"type": "object"}), [idp])},
+  "/v1/events": {"get": op("Lifecycle events of every sandbox", sse("events"))},
+  "/v1/templates": {"get": op("List templates", ok(200, {"type": "object"})),
+                    "post": op("Build a template; SSE progress", sse("progress"), req=body({"type": "object"}))},
+  "/v1/templates/{name}": {"delete": op("Delete a template", ok(204), [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}])},
+  "/v1/keys": {"get": op("List API keys", ok(200, {"type": "object"})),
+               "post": op("Create an API key", ok(201, ref("Key")), req=body({"type": "object"}))},
+  "/v1/keys/{id}": {"delete": op("Delete an API key", ok(204), [idp])},
+}
+doc = {"openapi": "3.0.3", "info": {"title": "airlock", "version": "1",
+       "description": "Self-hosted microVM sandboxes. See docs/api.md."},
+       "servers": [{"url": "http://127.0.0.1:7070"}],
+       "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+       "security": [{"bearer": []}], "paths": paths}
+out = os.path.join(os.path.dirname(__file__), "..", "docs", "api", "openapi.json")
+with open(out, "w") as f:
+    json.dump(doc, f, indent=1, sort_keys=True)
+    f.write("\n")

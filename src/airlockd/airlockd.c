@@ -1,0 +1,249 @@
+/*
+ * airlockd: the sandbox daemon (direct mode: one host, embedded SQLite).
+ * Parses the configuration, opens the store, recovers sandboxes left by a
+ * previous run, and serves the REST API until SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "airlockd/config.h"
+#include "api/api.h"
+#include "api/http_server.h"
+#include "api/metrics.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "sandbox/sbm.h"
+#include "store/store.h"
+
+/* Sandbox lifecycle events into the store and to live SSE subscribers. */
+static void
+forward_event(void *arg, const char *sandbox, const char *project, const char *type, json_t *data)
+{
+	api_event(arg, sandbox, project, type, data);
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: airlockd [-n] [-d] [-c config] [--listen HOST:PORT] "
+	    "[--data-dir DIR] [--store URL]\n");
+	exit(2);
+}
+
+/* The first start creates an admin key, readable only by root, for the CLI. */
+static int
+bootstrap_admin_key(struct store *st, const char *data_dir, char **cause)
+{
+	char *path, *key;
+	int n;
+
+	if ((n = store_key_count(st, cause)) == -1)
+		return -1;
+	xasprintf(&path, "%s/admin.key", data_dir);
+	if (n > 0 && path_exists(path)) {
+		free(path);
+		return 0;
+	}
+	if (n > 0) {
+		log_info("API keys exist but %s is missing; not creating another admin key", path);
+		free(path);
+		return 0;
+	}
+	if ((key = api_key_create(st, "admin (bootstrap)", "default", "admin", NULL, cause)) == NULL) {
+		free(path);
+		return -1;
+	}
+	n = write_file_atomic(path, key, strlen(key), 0600, cause);
+	if (n == 0)
+		log_info("wrote the admin API key to %s (mode 0600)", path);
+	explicit_bzero(key, strlen(key));
+	free(key);
+	free(path);
+	return n;
+}
+
+#define SHUTDOWN_DEADLINE_MS	60000
+
+struct daemon {
+	struct event_base	*base;
+	struct http_server	*srv;
+	struct sbm		*sbm;
+	int			 stopping;
+};
+
+static void
+shutdown_done(void *arg)
+{
+	struct daemon *d = arg;
+
+	event_base_loopexit(d->base, NULL);
+}
+
+/*
+ * SIGTERM/SIGINT: stop taking requests, suspend every live sandbox to disk
+ * so it survives the restart, then exit. A second signal exits at once.
+ */
+static void
+on_signal(evutil_socket_t sig, short ev, void *arg)
+{
+	struct daemon *d = arg;
+
+	if (d->stopping++) {
+		log_info("signal %d again: exiting now", (int)sig);
+		event_base_loopexit(d->base, NULL);
+		return;
+	}
+	log_info("signal %d: suspending sandboxes, then exiting", (int)sig);
+	http_server_free(d->srv);
+	d->srv = NULL;
+	sbm_shutdown(d->sbm, SHUTDOWN_DEADLINE_MS, shutdown_done, d);
+}
+
+static int
+parse_listen(struct config *c, const char *s, char **cause)
+{
+	const char *colon = strrchr(s, ':');
+	char *host;
+	int rc;
+
+	if (colon == NULL) {
+		cause_set(cause, "--listen: want HOST:PORT");
+		return -1;
+	}
+	host = xstrndup(s, (size_t)(colon - s));
+	if (*host == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	rc = config_set(c, "listen_host", host, cause);
+	if (rc == 0)
+		rc = config_set(c, "listen_port", colon + 1, cause);
+	free(host);
+	return rc;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "data-dir", required_argument, NULL, 'D' },
+		{ "store", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *cfgfile = CONFIG_DEFAULT_FILE;
+	struct event *sigterm, *sigint;
+	struct daemon d;
+	struct http_server *srv;
+	struct event_base *base;
+	struct metrics *metrics;
+	struct config cfg;
+	struct store *st;
+	struct sbm *sbm;
+	struct api *api;
+	char *cause = NULL, *url;
+	int ch, check = 0, debug = 0, explicit_cfg = 0;
+	const char *flag_listen = NULL, *flag_data = NULL, *flag_store = NULL;
+
+	log_init("airlockd", LOG_LVL_INFO);
+	while ((ch = getopt_long(argc, argv, "c:dnl:D:s:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': cfgfile = optarg; explicit_cfg = 1; break;
+		case 'd': debug = 1; break;
+		case 'n': check = 1; break;
+		case 'l': flag_listen = optarg; break;
+		case 'D': flag_data = optarg; break;
+		case 's': flag_store = optarg; break;
+		default: usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	config_defaults(&cfg);
+	if (config_load_file(&cfg, cfgfile, explicit_cfg, &cause) == -1 ||
+	    config_load_env(&cfg, &cause) == -1 ||
+	    (flag_listen && parse_listen(&cfg, flag_listen, &cause) == -1) ||
+	    (flag_data && config_set(&cfg, "data_dir", flag_data, &cause) == -1) ||
+	    (flag_store && config_set(&cfg, "store", flag_store, &cause) == -1))
+		fatalx("configuration: %s", cause);
+	if (debug)
+		cfg.log_debug = 1;
+	log_setlevel(cfg.log_debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	log_set_json(cfg.log_json);
+	if (check) {
+		printf("configuration OK\n");
+		return 0;
+	}
+	if (geteuid() != 0)
+		fatalx("airlockd needs root (VM jails, network namespaces, nftables)");
+	/* Everything below resolves data paths through the environment. */
+	setenv("AIRLOCK_DATA_DIR", cfg.data_dir, 1);
+	if (mkdir_p(cfg.data_dir, 0755, &cause) == -1)
+		fatalx("%s", cause);
+	signal(SIGPIPE, SIG_IGN);
+	umask(022);
+
+	if (cfg.store_url != NULL)
+		url = xstrdup(cfg.store_url);
+	else
+		xasprintf(&url, "sqlite:%s/state.db", cfg.data_dir);
+	if ((st = store_open(url, &cause)) == NULL)
+		fatalx("%s", cause);
+	if (bootstrap_admin_key(st, cfg.data_dir, &cause) == -1)
+		fatalx("admin key: %s", cause);
+
+	base = event_base_new();
+	if (base == NULL)
+		fatalx("event_base_new failed");
+	if ((sbm = sbm_new(base, st, &cfg, &cause)) == NULL)
+		fatalx("%s", cause);
+	metrics = metrics_new();
+	api = api_new(base, st, &cfg, sbm, metrics);
+	api->accel_name = sbm_accel_name(sbm);
+	sbm_set_events(sbm, forward_event, api);
+	if (sbm_recover(sbm, &cause) == -1)
+		fatalx("recovery: %s", cause);
+
+	srv = http_server_new(base, api_router, api);
+	api->srv = srv;
+	if (http_server_listen(srv, cfg.listen_host, cfg.listen_port, &cause) == -1)
+		fatalx("%s", cause);
+	memset(&d, 0, sizeof(d));
+	d.base = base;
+	d.srv = srv;
+	d.sbm = sbm;
+	sigterm = evsignal_new(base, SIGTERM, on_signal, &d);
+	sigint = evsignal_new(base, SIGINT, on_signal, &d);
+	event_add(sigterm, NULL);
+	event_add(sigint, NULL);
+
+	log_info("listening on http://%s:%d (accel %s, store %s, data %s)", cfg.listen_host,
+	    http_server_port(srv), api->accel_name, url, cfg.data_dir);
+	printf("airlockd %s ready: http://%s:%d\n", AIRLOCK_VERSION, cfg.listen_host,
+	    http_server_port(srv));
+	fflush(stdout);
+	event_base_dispatch(base);
+
+	if (d.srv != NULL)
+		http_server_free(d.srv);
+	api_free(api);
+	sbm_free(sbm);
+	metrics_free(metrics);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(base);
+	store_close(st);
+	free(url);
+	config_free(&cfg);
+	return 0;
+}

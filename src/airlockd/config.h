@@ -1,0 +1,36 @@
+/*
+ * airlockd configuration: one struct, filled from defaults, then the config
+ * file (key = value lines), then AIRLOCK_* environment variables, then
+ * command-line flags. Every setting is bounded and named in errors as
+ * "file:line: key: ...".
+ */
+#ifndef AIRLOCK_CONFIG_H
+#define AIRLOCK_CONFIG_H
+
+#include "vm/accel.h"
+
+#define CONFIG_DEFAULT_FILE	"/etc/airlock/airlockd.conf"
+
+struct config {
+	char		*listen_host;
+	int		 listen_port;
+	char		*data_dir;
+	char		*store_url;		/* default sqlite:$data_dir/state.db */
+	enum vm_accel	 accel;
+	int		 default_vcpus;
+	int		 default_memory_mb;
+	long		 default_idle_timeout_s;
+	int		 max_sandboxes;
+	int		 log_json;		/* structured JSON logs */
+	int		 log_debug;
+};
+
+void config_defaults(struct config *c);
+/* Parse a config file; a missing default file is fine, a missing explicit one is not. */
+int config_load_file(struct config *c, const char *path, int must_exist, char **cause);
+int config_load_env(struct config *c, char **cause);
+/* Set one key from a string (shared by file, env and flags). */
+int config_set(struct config *c, const char *key, const char *value, char **cause);
+void config_free(struct config *c);
+
+#endif

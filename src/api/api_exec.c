@@ -1,0 +1,472 @@
+/*
+ * Exec and processes: the API's SSE stream (start, stdout, stderr, exit) on
+ * top of the agent's process.Process Connect stream. A client that goes
+ * away stops the stream, not the process (reattach with .../stream).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/api_sandbox.h"
+#include "api/metrics.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/envd_client.h"
+#include "sandbox/sbm.h"
+
+#define EXEC_ARGS_MAX		4096
+#define EXEC_ARG_MAX		(128 * 1024)
+#define EXEC_STDIN_MAX		(1024 * 1024)
+
+struct exec_stream {
+	struct api_call		*call;
+	struct sandbox		*sb;
+	struct envd_req		*req;
+	int			 started;
+	int			 exec;		/* a new process (metrics), not a reattach */
+};
+
+static char *
+basic_user(const char *user)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char raw[64], out[128], *h;
+	size_t n, i, o = 0;
+
+	n = (size_t)snprintf(raw, sizeof(raw), "%s:", user);
+	for (i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)(unsigned char)raw[i] << 16 |
+		    (i + 1 < n ? (unsigned)(unsigned char)raw[i + 1] << 8 : 0) |
+		    (i + 2 < n ? (unsigned char)raw[i + 2] : 0);
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	xasprintf(&h, "Authorization: Basic %s", out);
+	return h;
+}
+
+static void
+exec_free(struct exec_stream *es)
+{
+	sb_stream_end(es->sb);
+	sb_unref(es->sb);
+	free(es);
+}
+
+/* "signal: killed" and friends from the agent's end event. */
+static json_t *
+signal_of(const char *status)
+{
+	static const struct { const char *word, *name; } sigs[] = {
+		{ "killed", "SIGKILL" }, { "terminated", "SIGTERM" }, { "interrupt", "SIGINT" },
+		{ "hangup", "SIGHUP" }, { "aborted", "SIGABRT" }, { "segmentation fault", "SIGSEGV" },
+		{ "broken pipe", "SIGPIPE" }, { "quit", "SIGQUIT" },
+	};
+	size_t i;
+
+	if (status == NULL || strncmp(status, "signal: ", 8) != 0)
+		return json_null();
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (strncmp(status + 8, sigs[i].word, strlen(sigs[i].word)) == 0)
+			return json_string(sigs[i].name);
+	return json_string(status + 8);
+}
+
+static void
+exec_msg(json_t *msg, void *arg)
+{
+	struct exec_stream *es = arg;
+	struct http_req *req = es->call->req;
+	json_t *ev = json_object_get(msg, "event"), *x;
+
+	if (ev == NULL)
+		return;
+	if ((x = json_object_get(ev, "start")) != NULL) {
+		es->started = 1;
+		http_sse_event(req, "start", json_pack("{s:O}", "pid",
+		    json_object_get(x, "pid") ? json_object_get(x, "pid") : json_null()));
+		if (es->exec)
+			metrics_observe(es->call->api->metrics, "sandbox_exec_start",
+			    api_elapsed(es->call));
+	} else if ((x = json_object_get(ev, "data")) != NULL) {
+		json_t *d;
+		if ((d = json_object_get(x, "stdout")) != NULL || (d = json_object_get(x, "pty")) != NULL)
+			http_sse_event(req, "stdout", json_pack("{s:O}", "data", d));
+		else if ((d = json_object_get(x, "stderr")) != NULL)
+			http_sse_event(req, "stderr", json_pack("{s:O}", "data", d));
+		sb_touch(es->sb);
+	} else if ((x = json_object_get(ev, "end")) != NULL) {
+		json_t *code = json_object_get(x, "exitCode");
+		const char *status = json_string_value(json_object_get(x, "status"));
+		int exited = json_is_true(json_object_get(x, "exited"));
+		http_sse_event(req, "exit", json_pack("{s:o,s:o,s:s?}", "code",
+		    exited && code != NULL ? json_incref(code) : exited ? json_integer(0) : json_null(),
+		    "signal", exited ? json_null() : signal_of(status), "status", status));
+	}
+}
+
+static void
+exec_end(const char *error, void *arg)
+{
+	struct exec_stream *es = arg;
+
+	es->req = NULL;
+	if (error != NULL)
+		http_sse_event(es->call->req, "error", json_pack("{s:s}", "message", error));
+	http_reply_end(es->call->req);
+	api_call_done(es->call);
+	exec_free(es);
+}
+
+static void
+exec_client_gone(struct http_req *req, void *arg)
+{
+	struct exec_stream *es = arg;
+
+	/* The process keeps running in the guest; only our view of it ends. */
+	if (es->req != NULL)
+		envd_req_cancel(es->req);
+	es->req = NULL;
+	api_call_done(es->call);
+	exec_free(es);
+}
+
+static void
+exec_start_stream(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
+    const char *user, long long timeout_s, int is_exec)
+{
+	struct exec_stream *es;
+	char *auth = basic_user(user), *token = NULL, tmo[64], *cause = NULL;
+	const char *headers[4];
+	size_t nh = 0;
+	struct agent_client *ac = sb_agent(sb);
+
+	headers[nh++] = auth;
+	headers[nh++] = "Keepalive-Ping-Interval: 15";
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
+		headers[nh++] = token;
+	}
+	if (timeout_s > 0 && nh < 3) {
+		snprintf(tmo, sizeof(tmo), "Connect-Timeout-Ms: %lld", timeout_s * 1000);
+		headers[nh++] = tmo;
+	}
+	headers[nh] = NULL;
+	es = xcalloc(1, sizeof(*es));
+	es->call = c;
+	es->sb = sb;
+	es->exec = is_exec;
+	sb_ref(sb);
+	sb_stream_begin(sb);
+	es->req = envd_stream(ac, method, body, headers, exec_msg, exec_end, es, &cause);
+	free(auth);
+	free(token);
+	if (es->req == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		exec_free(es);
+		return;
+	}
+	http_sse_start(c->req);
+	http_req_on_close(c->req, exec_client_gone, es);
+}
+
+static int
+get_user(struct api_call *c, json_t *obj, const char **user)
+{
+	if (api_get_string(c, obj, "user", 0, 32, user) == -1)
+		return -1;
+	if (*user == NULL)
+		*user = "user";
+	if (strcmp(*user, "user") != 0 && strcmp(*user, "root") != 0) {
+		api_error(c, 400, "bad_request", "user: must be \"user\" or \"root\"");
+		return -1;
+	}
+	return 0;
+}
+
+static struct sandbox *
+running_sandbox(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, "running");
+
+	if (sb != NULL && sb_agent(sb) == NULL) {
+		api_error(c, 503, "unavailable", "the guest agent of %s is not connected", sb_id(sb));
+		return NULL;
+	}
+	if (sb != NULL)
+		sb_touch(sb);
+	return sb;
+}
+
+void
+api_exec_start(struct api_call *c)
+{
+	static const char *const fields[] = { "cmd", "env", "cwd", "user", "stdin", "pty",
+	    "timeout_s", NULL };
+	static const char *const pty_fields[] = { "cols", "rows", NULL };
+	json_t *cmd, *env = NULL, *args, *proc, *body, *pty, *v;
+	const char *cwd, *user;
+	long long timeout, cols, rows;
+	struct sandbox *sb;
+	int want_stdin;
+	size_t i;
+
+	if ((sb = running_sandbox(c)) == NULL)
+		return;
+	if (api_check_fields(c, c->body, "", fields) == -1)
+		return;
+	cmd = json_object_get(c->body, "cmd");
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
+	    json_array_size(cmd) > EXEC_ARGS_MAX) {
+		api_error(c, 400, "bad_request", "cmd: must be a non-empty array of strings (argv)");
+		return;
+	}
+	json_array_foreach(cmd, i, v) {
+		if (!json_is_string(v) || json_string_length(v) > EXEC_ARG_MAX ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    (i == 0 && json_string_length(v) == 0)) {
+			api_error(c, 400, "bad_request", "cmd[%zu]: must be a string without NUL "
+			    "(at most %d bytes)", i, EXEC_ARG_MAX);
+			return;
+		}
+	}
+	if (api_get_string(c, c->body, "cwd", 0, 4096, &cwd) == -1 || get_user(c, c->body, &user) == -1 ||
+	    api_get_bool(c, c->body, "stdin", 0, &want_stdin) == -1 ||
+	    api_get_int(c, c->body, "timeout_s", 0, 30L * 86400, 0, &timeout) == -1 ||
+	    api_get_strmap(c, c->body, "env", 256, 1, &env) == -1)
+		return;
+	pty = json_object_get(c->body, "pty");
+	if (pty != NULL && !json_is_null(pty)) {
+		if (!json_is_object(pty) || api_check_fields(c, pty, "pty", pty_fields) == -1) {
+			if (!json_is_object(pty))
+				api_error(c, 400, "bad_request", "pty: must be an object {cols, rows}");
+			json_decref(env);
+			return;
+		}
+		if (api_get_int(c, pty, "cols", 1, 1000, 80, &cols) == -1 ||
+		    api_get_int(c, pty, "rows", 1, 1000, 24, &rows) == -1) {
+			json_decref(env);
+			return;
+		}
+	} else
+		pty = NULL;
+	args = json_array();
+	for (i = 1; i < json_array_size(cmd); i++)
+		json_array_append(args, json_array_get(cmd, i));
+	proc = json_pack("{s:O,s:o,s:o}", "cmd", json_array_get(cmd, 0), "args", args, "envs", env);
+	if (cwd != NULL)
+		json_object_set_new(proc, "cwd", json_string(cwd));
+	body = json_pack("{s:o,s:b}", "process", proc, "stdin", want_stdin);
+	if (pty != NULL)
+		json_object_set_new(body, "pty", json_pack("{s:{s:I,s:I}}", "size", "cols",
+		    (json_int_t)cols, "rows", (json_int_t)rows));
+	metrics_inc(c->api->metrics, "sandbox_execs");
+	exec_start_stream(c, sb, "process.Process/Start", body, user, timeout, 1);
+	json_decref(body);
+}
+
+static int
+parse_pid(struct api_call *c, long long *pid)
+{
+	char *end;
+
+	*pid = strtoll(c->params[1], &end, 10);
+	if (*end != '\0' || *pid <= 0 || *pid > 4194304) {
+		api_error(c, 400, "bad_request", "pid: \"%s\" is not a process id", c->params[1]);
+		return -1;
+	}
+	return 0;
+}
+
+void
+api_exec_stream(struct api_call *c)
+{
+	struct sandbox *sb;
+	long long pid;
+	json_t *body;
+
+	if ((sb = running_sandbox(c)) == NULL || parse_pid(c, &pid) == -1)
+		return;
+	body = json_pack("{s:{s:I}}", "process", "pid", (json_int_t)pid);
+	exec_start_stream(c, sb, "process.Process/Connect", body, "root", 0, 0);
+	json_decref(body);
+}
+
+/* --- unary process calls ------------------------------------------------ */
+
+struct unary {
+	struct api_call	*call;
+	int		 list;	/* translate the List answer */
+};
+
+static const char *
+connect_code_api(const char *code, int *status)
+{
+	if (code != NULL && strcmp(code, "not_found") == 0) {
+		*status = 404;
+		return "not_found";
+	}
+	if (code != NULL && strcmp(code, "invalid_argument") == 0) {
+		*status = 400;
+		return "bad_request";
+	}
+	*status = 502;
+	return "agent_error";
+}
+
+static void
+unary_done(int status, json_t *resp, const char *error, void *arg)
+{
+	struct unary *u = arg;
+	struct api_call *c = u->call;
+	int st;
+
+	if (error != NULL)
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
+	else if (status != 200) {
+		const char *code = json_string_value(json_object_get(resp, "code"));
+		const char *msg = json_string_value(json_object_get(resp, "message"));
+		const char *api_code = connect_code_api(code, &st);
+		api_error(c, st, api_code, "%s", msg ? msg : "guest agent error");
+	} else if (u->list) {
+		json_t *procs = json_object_get(resp, "processes"), *p, *out = json_array();
+		size_t i;
+		json_array_foreach(procs, i, p) {
+			json_t *cfg = json_object_get(p, "config"), *cmd = json_array();
+			size_t j;
+			json_t *a;
+			if (json_object_get(cfg, "cmd") != NULL)
+				json_array_append(cmd, json_object_get(cfg, "cmd"));
+			json_array_foreach(json_object_get(cfg, "args"), j, a)
+				json_array_append(cmd, a);
+			json_array_append_new(out, json_pack("{s:O,s:o,s:O?,s:O?}", "pid",
+			    json_object_get(p, "pid"), "cmd", cmd, "cwd", json_object_get(cfg, "cwd"),
+			    "tag", json_object_get(p, "tag")));
+		}
+		api_json(c, 200, json_pack("{s:o}", "processes", out));
+	} else
+		api_no_content(c);
+	free(u);
+}
+
+static void
+unary_call(struct api_call *c, struct sandbox *sb, const char *method, json_t *body, int list)
+{
+	struct unary *u = xcalloc(1, sizeof(*u));
+	char *path, *cause = NULL, *auth = basic_user("root"), *token = NULL;
+	const char *headers[4] = { "Connect-Protocol-Version: 1", auth, NULL, NULL };
+
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
+		headers[2] = token;
+	}
+	u->call = c;
+	u->list = list;
+	xasprintf(&path, "/%s", method);
+	if (envd_call_json(sb_agent(sb), "POST", path, body, headers, unary_done, u, &cause) == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		free(u);
+	}
+	free(path);
+	free(auth);
+	free(token);
+}
+
+void
+api_exec_list(struct api_call *c)
+{
+	struct sandbox *sb;
+	json_t *body;
+
+	if ((sb = running_sandbox(c)) == NULL)
+		return;
+	body = json_object();
+	unary_call(c, sb, "process.Process/List", body, 1);
+	json_decref(body);
+}
+
+void
+api_exec_stdin(struct api_call *c)
+{
+	static const char *const fields[] = { "data", "eof", NULL };
+	struct sandbox *sb;
+	const char *data;
+	long long pid;
+	int eof;
+	json_t *body;
+
+	if ((sb = running_sandbox(c)) == NULL || parse_pid(c, &pid) == -1 ||
+	    api_check_fields(c, c->body, "", fields) == -1 ||
+	    api_get_string(c, c->body, "data", 0, EXEC_STDIN_MAX, &data) == -1 ||
+	    api_get_bool(c, c->body, "eof", 0, &eof) == -1)
+		return;
+	if ((data == NULL) == !eof) {
+		api_error(c, 400, "bad_request", "send exactly one of data (base64) or eof:true");
+		return;
+	}
+	if (eof) {
+		body = json_pack("{s:{s:I}}", "process", "pid", (json_int_t)pid);
+		unary_call(c, sb, "process.Process/CloseStdin", body, 0);
+	} else {
+		body = json_pack("{s:{s:I},s:{s:s}}", "process", "pid", (json_int_t)pid, "input",
+		    "stdin", data);
+		unary_call(c, sb, "process.Process/SendInput", body, 0);
+	}
+	json_decref(body);
+}
+
+void
+api_exec_signal(struct api_call *c)
+{
+	static const char *const fields[] = { "signal", NULL };
+	static const struct { const char *name, *connect; } sigs[] = {
+		{ "SIGKILL", "SIGNAL_SIGKILL" }, { "SIGTERM", "SIGNAL_SIGTERM" },
+		{ "SIGINT", "SIGNAL_SIGINT" }, { "SIGHUP", "SIGNAL_SIGHUP" },
+	};
+	struct sandbox *sb;
+	const char *sig;
+	long long pid;
+	json_t *body;
+	size_t i;
+
+	if ((sb = running_sandbox(c)) == NULL || parse_pid(c, &pid) == -1 ||
+	    api_check_fields(c, c->body, "", fields) == -1 ||
+	    api_get_string(c, c->body, "signal", 1, 16, &sig) == -1)
+		return;
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (strcmp(sigs[i].name, sig) == 0)
+			break;
+	if (i == sizeof(sigs) / sizeof(sigs[0])) {
+		api_error(c, 400, "bad_request", "signal: must be SIGKILL, SIGTERM, SIGINT or SIGHUP");
+		return;
+	}
+	body = json_pack("{s:{s:I},s:s}", "process", "pid", (json_int_t)pid, "signal",
+	    sigs[i].connect);
+	unary_call(c, sb, "process.Process/SendSignal", body, 0);
+	json_decref(body);
+}
+
+void
+api_exec_resize(struct api_call *c)
+{
+	static const char *const fields[] = { "cols", "rows", NULL };
+	struct sandbox *sb;
+	long long pid, cols, rows;
+	json_t *body;
+
+	if ((sb = running_sandbox(c)) == NULL || parse_pid(c, &pid) == -1 ||
+	    api_check_fields(c, c->body, "", fields) == -1 ||
+	    api_get_int(c, c->body, "cols", 1, 1000, 80, &cols) == -1 ||
+	    api_get_int(c, c->body, "rows", 1, 1000, 24, &rows) == -1)
+		return;
+	body = json_pack("{s:{s:I},s:{s:{s:I,s:I}}}", "process", "pid", (json_int_t)pid, "pty",
+	    "size", "cols", (json_int_t)cols, "rows", (json_int_t)rows);
+	unary_call(c, sb, "process.Process/Update", body, 0);
+	json_decref(body);
+}

@@ -1,0 +1,633 @@
+/*
+ * Files: streamed download and upload through the agent's /files, and the
+ * filesystem.Filesystem calls (list, stat, mkdir, move, remove, watch).
+ * Bodies are never held whole: both directions pause the producer when the
+ * consumer falls behind.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "api/api.h"
+#include "api/api_sandbox.h"
+#include "common/http_parse.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/envd_client.h"
+#include "sandbox/sbm.h"
+
+#define FILES_PATH_MAX		4096
+#define FILES_PIPE_HIGH		(1024 * 1024)	/* pause the producer above this */
+#define FILES_ERR_MAX		4096
+
+static struct sandbox *
+files_sandbox(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, "running");
+
+	if (sb != NULL && sb_agent(sb) == NULL) {
+		api_error(c, 503, "unavailable", "the guest agent of %s is not connected", sb_id(sb));
+		return NULL;
+	}
+	if (sb != NULL)
+		sb_touch(sb);
+	return sb;
+}
+
+/* ?path= (required), checked; percent-encoded again for the agent. */
+static char *
+files_path(struct api_call *c, const char *key)
+{
+	char *p = http_req_query_get(c->req, key);
+
+	if (p == NULL || *p == '\0') {
+		api_error(c, 400, "bad_request", "%s: required query parameter", key);
+		free(p);
+		return NULL;
+	}
+	if (strlen(p) > FILES_PATH_MAX) {
+		api_error(c, 400, "bad_request", "%s: longer than %d bytes", key, FILES_PATH_MAX);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static char *
+pct_encode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *o = xmalloc(strlen(s) * 3 + 1), *p = o;
+
+	for (; *s != '\0'; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    strchr("-._~/", ch) != NULL)
+			*p++ = (char)ch;
+		else {
+			*p++ = '%';
+			*p++ = hex[ch >> 4];
+			*p++ = hex[ch & 15];
+		}
+	}
+	*p = '\0';
+	return o;
+}
+
+static const char *
+files_user(struct api_call *c)
+{
+	char *u = http_req_query_get(c->req, "user");
+	const char *r = "user";
+
+	if (u != NULL && strcmp(u, "root") == 0)
+		r = "root";
+	free(u);
+	return r;
+}
+
+/* Map an agent error answer ({code,message}) to ours. */
+static void
+files_agent_error(struct api_call *c, int status, const char *body, size_t len)
+{
+	json_t *j = json_loadb(body, len, 0, NULL);
+	const char *msg = j ? json_string_value(json_object_get(j, "message")) : NULL;
+	int st = status == 404 ? 404 : status == 400 ? 400 : status == 507 ? 507 : 502;
+
+	api_error(c, st, st == 404 ? "not_found" : st == 400 ? "bad_request" :
+	    st == 507 ? "insufficient_storage" : "agent_error", "%s",
+	    msg ? msg : "the guest agent refused the request");
+	json_decref(j);
+}
+
+/* --- download ----------------------------------------------------------- */
+
+struct download {
+	struct api_call	*call;
+	struct sandbox	*sb;
+	struct envd_req	*req;
+	int		 status;
+	struct evbuffer	*err;
+};
+
+static void
+dl_free(struct download *d)
+{
+	sb_stream_end(d->sb);
+	sb_unref(d->sb);
+	evbuffer_free(d->err);
+	free(d);
+}
+
+static void
+dl_head(struct envd_req *r, int status, const char *ctype, void *arg)
+{
+	struct download *d = arg;
+
+	d->status = status;
+	if (status == 200)
+		http_reply_start(d->call->req, 200, "application/octet-stream");
+}
+
+static void
+dl_data(struct envd_req *r, const char *data, size_t n, void *arg)
+{
+	struct download *d = arg;
+
+	if (d->status != 200) {
+		if (evbuffer_get_length(d->err) < FILES_ERR_MAX)
+			evbuffer_add(d->err, data, n);
+		return;
+	}
+	http_reply_chunk(d->call->req, data, n);
+	/* Back-pressure: stop reading from the guest until the client catches up. */
+	if (http_req_output_pending(d->call->req) > FILES_PIPE_HIGH)
+		envd_req_pause(r, 1);
+}
+
+static void
+dl_drain(struct http_req *req, void *arg)
+{
+	struct download *d = arg;
+
+	if (d->req != NULL)
+		envd_req_pause(d->req, 0);
+}
+
+static void
+dl_done(struct envd_req *r, const char *error, void *arg)
+{
+	struct download *d = arg;
+
+	d->req = NULL;
+	if (d->status == 200) {
+		/* Too late for a status: a broken transfer ends without the final chunk. */
+		if (error == NULL)
+			http_reply_end(d->call->req);
+		else
+			log_warnx("download: %s", error);
+		api_call_done(d->call);
+	} else if (error != NULL)
+		api_error(d->call, 502, "agent_unavailable", "guest agent: %s", error);
+	else
+		files_agent_error(d->call, d->status, (const char *)evbuffer_pullup(d->err, -1),
+		    evbuffer_get_length(d->err));
+	dl_free(d);
+}
+
+static void
+dl_client_gone(struct http_req *req, void *arg)
+{
+	struct download *d = arg;
+
+	if (d->req != NULL) {
+		envd_req_cancel(d->req);
+		d->req = NULL;
+		api_call_done(d->call);
+		dl_free(d);
+	}
+}
+
+void
+api_files_get(struct api_call *c)
+{
+	static const struct envd_cb cbs = { dl_head, dl_data, dl_done, NULL };
+	struct sandbox *sb;
+	struct download *d;
+	char *path, *enc, *target, *cause = NULL;
+
+	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+		return;
+	enc = pct_encode(path);
+	xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
+	d = xcalloc(1, sizeof(*d));
+	d->call = c;
+	d->sb = sb;
+	d->err = evbuffer_new();
+	sb_ref(sb);
+	sb_stream_begin(sb);
+	d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0, NULL, &cbs, d, &cause);
+	if (d->req == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		dl_free(d);
+	} else {
+		http_req_on_close(c->req, dl_client_gone, d);
+		http_req_on_drain(c->req, dl_drain, d);
+	}
+	free(target);
+	free(enc);
+	free(path);
+}
+
+/* --- upload ------------------------------------------------------------- */
+
+struct upload {
+	struct api_call	*call;
+	struct sandbox	*sb;
+	struct envd_req	*req;
+	char		*path;
+	uint64_t	 bytes;
+	int		 status;
+	struct evbuffer	*resp;
+	int		 body_paused;
+	int		 finished;	/* reply sent */
+};
+
+static void
+ul_free(struct upload *u)
+{
+	sb_stream_end(u->sb);
+	sb_unref(u->sb);
+	evbuffer_free(u->resp);
+	free(u->path);
+	free(u);
+}
+
+static void
+ul_body(struct http_req *req, const char *data, size_t n, void *arg)
+{
+	struct upload *u = arg;
+
+	if (u->req == NULL)
+		return;
+	envd_req_write(u->req, data, n);
+	u->bytes += n;
+	if (envd_req_pending(u->req) > FILES_PIPE_HIGH && !u->body_paused) {
+		u->body_paused = 1;
+		http_req_pause_body(req, 1);
+	}
+}
+
+static void
+ul_body_end(struct http_req *req, void *arg)
+{
+	struct upload *u = arg;
+
+	if (u->req != NULL)
+		envd_req_end(u->req);
+}
+
+static void
+ul_drain(struct envd_req *r, void *arg)
+{
+	struct upload *u = arg;
+
+	if (u->body_paused) {
+		u->body_paused = 0;
+		http_req_pause_body(u->call->req, 0);
+	}
+}
+
+static void
+ul_head(struct envd_req *r, int status, const char *ctype, void *arg)
+{
+	((struct upload *)arg)->status = status;
+}
+
+static void
+ul_data(struct envd_req *r, const char *data, size_t n, void *arg)
+{
+	struct upload *u = arg;
+
+	if (evbuffer_get_length(u->resp) < FILES_ERR_MAX)
+		evbuffer_add(u->resp, data, n);
+}
+
+static void
+ul_done(struct envd_req *r, const char *error, void *arg)
+{
+	struct upload *u = arg;
+	struct api_call *c = u->call;
+
+	u->req = NULL;
+	if (error != NULL)
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
+	else if (u->status != 200 && u->status != 201)
+		files_agent_error(c, u->status, (const char *)evbuffer_pullup(u->resp, -1),
+		    evbuffer_get_length(u->resp));
+	else {
+		json_t *j = json_loadb((const char *)evbuffer_pullup(u->resp, -1),
+		    evbuffer_get_length(u->resp), 0, NULL);
+		const char *gpath = json_string_value(json_object_get(json_array_get(j, 0), "path"));
+		api_json(c, 201, json_pack("{s:s,s:I}", "path", gpath ? gpath : u->path, "size",
+		    (json_int_t)u->bytes));
+		json_decref(j);
+	}
+	ul_free(u);
+}
+
+static void
+ul_client_gone(struct http_req *req, void *arg)
+{
+	struct upload *u = arg;
+
+	if (u->req != NULL) {
+		/* A half upload must not look complete: reset the stream. */
+		envd_req_cancel(u->req);
+		u->req = NULL;
+		api_call_done(u->call);
+		ul_free(u);
+	}
+}
+
+void
+api_files_put(struct api_call *c)
+{
+	static const struct envd_cb cbs = { ul_head, ul_data, ul_done, ul_drain };
+	struct sandbox *sb;
+	struct upload *u;
+	char *path, *enc, *target, *cause = NULL;
+
+	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+		return;
+	enc = pct_encode(path);
+	xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
+	u = xcalloc(1, sizeof(*u));
+	u->call = c;
+	u->sb = sb;
+	u->path = path;
+	u->resp = evbuffer_new();
+	sb_ref(sb);
+	sb_stream_begin(sb);
+	u->req = envd_request(sb_agent(sb), "POST", target, "application/octet-stream", NULL, -1,
+	    NULL, &cbs, u, &cause);
+	free(target);
+	free(enc);
+	if (u->req == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		ul_free(u);
+		return;
+	}
+	http_req_on_close(c->req, ul_client_gone, u);
+	http_req_stream(c->req, 0, ul_body, ul_body_end, u);
+}
+
+/* --- filesystem.Filesystem ---------------------------------------------- */
+
+static json_t *
+entry_json(json_t *e)
+{
+	const char *t = json_string_value(json_object_get(e, "type"));
+	json_t *size = json_object_get(e, "size");
+	const char *type = "file";
+	json_int_t sz = 0;
+
+	if (t != NULL && strstr(t, "DIR") != NULL)
+		type = "dir";
+	else if (json_object_get(e, "symlinkTarget") != NULL &&
+	    !json_is_null(json_object_get(e, "symlinkTarget")))
+		type = "symlink";
+	if (json_is_string(size))
+		sz = strtoll(json_string_value(size), NULL, 10);
+	else if (json_is_integer(size))
+		sz = json_integer_value(size);
+	return json_pack("{s:O?,s:O?,s:s,s:I,s:O?,s:O?,s:O?}", "name", json_object_get(e, "name"),
+	    "path", json_object_get(e, "path"), "type", type, "size", sz,
+	    "mode", json_object_get(e, "mode"), "mtime", json_object_get(e, "modifiedTime"),
+	    "symlink_target", json_object_get(e, "symlinkTarget"));
+}
+
+enum fs_kind { FS_LIST, FS_STAT, FS_MKDIR, FS_MOVE, FS_REMOVE };
+
+struct fs_call {
+	struct api_call	*call;
+	enum fs_kind	 kind;
+};
+
+static void
+fs_done(int status, json_t *resp, const char *error, void *arg)
+{
+	struct fs_call *f = arg;
+	struct api_call *c = f->call;
+	json_t *out, *e;
+	size_t i;
+
+	if (error != NULL)
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
+	else if (status != 200) {
+		const char *code = json_string_value(json_object_get(resp, "code"));
+		const char *msg = json_string_value(json_object_get(resp, "message"));
+		int st = code && strcmp(code, "not_found") == 0 ? 404 :
+		    code && strcmp(code, "invalid_argument") == 0 ? 400 :
+		    code && strcmp(code, "already_exists") == 0 ? 409 : 502;
+		api_error(c, st, st == 404 ? "not_found" : st == 400 ? "bad_request" :
+		    st == 409 ? "conflict" : "agent_error", "%s", msg ? msg : "guest agent error");
+	} else if (f->kind == FS_LIST) {
+		out = json_array();
+		json_array_foreach(json_object_get(resp, "entries"), i, e)
+			json_array_append_new(out, entry_json(e));
+		api_json(c, 200, json_pack("{s:o}", "entries", out));
+	} else if (f->kind == FS_REMOVE)
+		api_no_content(c);
+	else
+		api_json(c, f->kind == FS_MKDIR ? 201 : 200, entry_json(json_object_get(resp, "entry")));
+	free(f);
+}
+
+static void
+fs_call(struct api_call *c, struct sandbox *sb, enum fs_kind kind, const char *method,
+    json_t *body)
+{
+	struct fs_call *f = xcalloc(1, sizeof(*f));
+	char *target, *cause = NULL, *token = NULL;
+	const char *headers[4] = { "Connect-Protocol-Version: 1", "Authorization: Basic dXNlcjo=",
+	    NULL, NULL };
+
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
+		headers[2] = token;
+	}
+	f->call = c;
+	f->kind = kind;
+	xasprintf(&target, "/filesystem.Filesystem/%s", method);
+	if (envd_call_json(sb_agent(sb), "POST", target, body, headers, fs_done, f, &cause) == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		free(f);
+	}
+	free(token);
+	free(target);
+	json_decref(body);
+}
+
+void
+api_files_list(struct api_call *c)
+{
+	struct sandbox *sb;
+	long long depth;
+	char *path;
+
+	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+		return;
+	if (api_query_int(c, "depth", 1, 64, 1, &depth) == 0)
+		fs_call(c, sb, FS_LIST, "ListDir", json_pack("{s:s,s:I}", "path", path, "depth",
+		    (json_int_t)depth));
+	free(path);
+}
+
+void
+api_files_stat(struct api_call *c)
+{
+	struct sandbox *sb;
+	char *path;
+
+	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+		return;
+	fs_call(c, sb, FS_STAT, "Stat", json_pack("{s:s}", "path", path));
+	free(path);
+}
+
+static int
+body_path(struct api_call *c, const char *field, const char **out)
+{
+	if (api_get_string(c, c->body, field, 1, FILES_PATH_MAX, out) == -1)
+		return -1;
+	if (**out == '\0') {
+		api_error(c, 400, "bad_request", "%s: must not be empty", field);
+		return -1;
+	}
+	return 0;
+}
+
+void
+api_files_mkdir(struct api_call *c)
+{
+	static const char *const fields[] = { "path", NULL };
+	struct sandbox *sb;
+	const char *path;
+
+	if ((sb = files_sandbox(c)) == NULL || api_check_fields(c, c->body, "", fields) == -1 ||
+	    body_path(c, "path", &path) == -1)
+		return;
+	fs_call(c, sb, FS_MKDIR, "MakeDir", json_pack("{s:s}", "path", path));
+}
+
+void
+api_files_move(struct api_call *c)
+{
+	static const char *const fields[] = { "from", "to", NULL };
+	struct sandbox *sb;
+	const char *from, *to;
+
+	if ((sb = files_sandbox(c)) == NULL || api_check_fields(c, c->body, "", fields) == -1 ||
+	    body_path(c, "from", &from) == -1 || body_path(c, "to", &to) == -1)
+		return;
+	fs_call(c, sb, FS_MOVE, "Move", json_pack("{s:s,s:s}", "source", from, "destination", to));
+}
+
+void
+api_files_remove(struct api_call *c)
+{
+	static const char *const fields[] = { "path", NULL };
+	struct sandbox *sb;
+	const char *path;
+
+	if ((sb = files_sandbox(c)) == NULL || api_check_fields(c, c->body, "", fields) == -1 ||
+	    body_path(c, "path", &path) == -1)
+		return;
+	fs_call(c, sb, FS_REMOVE, "Remove", json_pack("{s:s}", "path", path));
+}
+
+/* --- watch --------------------------------------------------------------- */
+
+struct watch {
+	struct api_call	*call;
+	struct sandbox	*sb;
+	struct envd_req	*req;
+};
+
+static void
+watch_free(struct watch *w)
+{
+	sb_stream_end(w->sb);
+	sb_unref(w->sb);
+	free(w);
+}
+
+static void
+watch_msg(json_t *msg, void *arg)
+{
+	struct watch *w = arg;
+	json_t *ev = json_object_get(msg, "filesystem");
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	const char *t = "change";
+
+	if (ev == NULL)
+		return;
+	if (type != NULL) {
+		if (strstr(type, "CREATE")) t = "create";
+		else if (strstr(type, "WRITE")) t = "write";
+		else if (strstr(type, "REMOVE")) t = "remove";
+		else if (strstr(type, "RENAME")) t = "rename";
+		else if (strstr(type, "CHMOD")) t = "chmod";
+	}
+	http_sse_event(w->call->req, "fs", json_pack("{s:s,s:O?}", "type", t, "path",
+	    json_object_get(ev, "name")));
+}
+
+static void
+watch_end(const char *error, void *arg)
+{
+	struct watch *w = arg;
+
+	w->req = NULL;
+	if (error != NULL)
+		http_sse_event(w->call->req, "error", json_pack("{s:s}", "message", error));
+	http_reply_end(w->call->req);
+	api_call_done(w->call);
+	watch_free(w);
+}
+
+static void
+watch_gone(struct http_req *req, void *arg)
+{
+	struct watch *w = arg;
+
+	if (w->req != NULL)
+		envd_req_cancel(w->req);
+	w->req = NULL;
+	api_call_done(w->call);
+	watch_free(w);
+}
+
+void
+api_files_watch(struct api_call *c)
+{
+	struct sandbox *sb;
+	struct watch *w;
+	char *path, *rec, *cause = NULL, *token = NULL;
+	const char *headers[3] = { "Authorization: Basic dXNlcjo=", NULL, NULL };
+	json_t *body;
+
+	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+		return;
+	rec = http_req_query_get(c->req, "recursive");
+	body = json_pack("{s:s,s:b}", "path", path, "recursive", rec && strcmp(rec, "true") == 0);
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
+		headers[1] = token;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->call = c;
+	w->sb = sb;
+	sb_ref(sb);
+	sb_stream_begin(sb);
+	w->req = envd_stream(sb_agent(sb), "filesystem.Filesystem/WatchDir", body, headers,
+	    watch_msg, watch_end, w, &cause);
+	if (w->req == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		watch_free(w);
+	} else {
+		http_sse_start(c->req);
+		http_req_on_close(c->req, watch_gone, w);
+	}
+	json_decref(body);
+	free(token);
+	free(rec);
+	free(path);
+}

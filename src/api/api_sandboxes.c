@@ -1,0 +1,315 @@
+/* /v1/sandboxes: create, list, get, patch, delete, pause, resume, suspend, logs, metrics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "airlockd/config.h"
+#include "api/api.h"
+#include "api/api_sandbox.h"
+#include "api/metrics.h"
+#include "common/http_parse.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "sandbox/sbm.h"
+#include "vm/vm_boot.h"
+
+#define API_LOG_TAIL_MAX	(4 * 1024 * 1024)
+
+struct sandbox *
+api_sandbox(struct api_call *c, const char *need_state)
+{
+	struct sandbox *sb = sbm_find(c->api->sbm, c->params[0], c->key.project);
+
+	if (sb == NULL) {
+		api_error(c, 404, "not_found", "sandbox \"%s\" not found", c->params[0]);
+		return NULL;
+	}
+	if (need_state != NULL && strcmp(sb_state(sb), need_state) != 0) {
+		api_error(c, 409, "conflict", "sandbox %s is %s, not %s", sb_id(sb), sb_state(sb),
+		    need_state);
+		return NULL;
+	}
+	return sb;
+}
+
+/* Validate {mode, allow[]}; hosts and host:port / cidr:port rules, kept as given. */
+static int
+parse_network(struct api_call *c, json_t **out)
+{
+	static const char *const fields[] = { "mode", "allow", NULL };
+	json_t *n = json_object_get(c->body, "network"), *allow, *v;
+	const char *mode = "none";
+	size_t i;
+
+	*out = NULL;
+	if (n != NULL && !json_is_null(n)) {
+		if (!json_is_object(n)) {
+			api_error(c, 400, "bad_request", "network: must be an object {mode, allow}");
+			return -1;
+		}
+		if (api_check_fields(c, n, "network", fields) == -1)
+			return -1;
+		v = json_object_get(n, "mode");
+		if (v != NULL && !json_is_string(v)) {
+			api_error(c, 400, "bad_request", "network.mode: must be a string");
+			return -1;
+		}
+		if (v != NULL)
+			mode = json_string_value(v);
+	}
+	if (strcmp(mode, "none") != 0 && strcmp(mode, "allowlist") != 0 &&
+	    strcmp(mode, "full") != 0) {
+		api_error(c, 400, "bad_request", "network.mode: must be one of none, allowlist, full");
+		return -1;
+	}
+	allow = n != NULL ? json_object_get(n, "allow") : NULL;
+	if (allow != NULL && (!json_is_array(allow) || json_array_size(allow) > SBM_ALLOW_MAX)) {
+		api_error(c, 400, "bad_request", "network.allow: must be an array of at most %d rules",
+		    SBM_ALLOW_MAX);
+		return -1;
+	}
+	json_array_foreach(allow, i, v) {
+		const char *r = json_is_string(v) ? json_string_value(v) : NULL;
+		size_t k;
+		if (r == NULL || *r == '\0' || strlen(r) > 253 + 6) {
+			api_error(c, 400, "bad_request", "network.allow[%zu]: must be a host name, "
+			    "*.domain, host:port or cidr:port", i);
+			return -1;
+		}
+		for (k = 0; r[k] != '\0'; k++) {
+			char ch = r[k];
+			if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			    (ch >= '0' && ch <= '9') || strchr(".-*:/_", ch) != NULL)) {
+				api_error(c, 400, "bad_request", "network.allow[%zu]: invalid character "
+				    "'%c'", i, ch);
+				return -1;
+			}
+		}
+	}
+	if (allow != NULL && json_array_size(allow) > 0 && strcmp(mode, "allowlist") != 0) {
+		api_error(c, 400, "bad_request", "network.allow: only meaningful with mode allowlist");
+		return -1;
+	}
+	*out = json_pack("{s:s,s:o}", "mode", mode, "allow",
+	    allow != NULL ? json_deep_copy(allow) : json_array());
+	return 0;
+}
+
+static void
+created(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	struct api_call *c = arg;
+
+	metrics_observe(c->api->metrics, "sandbox_create", api_elapsed(c));
+	if (error != NULL) {
+		metrics_inc(c->api->metrics, "sandbox_create_failures");
+		api_error(c, status ? status : 500, status == 507 ? "insufficient_storage" :
+		    status == 409 ? "conflict" : "internal", "%s", error);
+		return;
+	}
+	api_json(c, 201, sb_json(sb));
+}
+
+void
+api_sandboxes_create(struct api_call *c)
+{
+	static const char *const fields[] = { "template", "vcpus", "memory_mb", "env", "metadata",
+	    "timeout_s", "idle_timeout_s", "auto_pause", "network", NULL };
+	const struct config *cfg = c->api->cfg;
+	struct sb_spec sp;
+	const char *tmpl;
+	long long vcpus, mem, timeout, idle;
+	json_t *env = NULL, *meta = NULL, *net = NULL;
+	char *cause = NULL;
+	int auto_pause, status;
+
+	memset(&sp, 0, sizeof(sp));
+	if (api_check_fields(c, c->body, "", fields) == -1 ||
+	    api_get_string(c, c->body, "template", 0, 63, &tmpl) == -1 ||
+	    api_get_int(c, c->body, "vcpus", 1, SBM_VCPUS_MAX, cfg->default_vcpus, &vcpus) == -1 ||
+	    api_get_int(c, c->body, "memory_mb", SBM_MEMORY_MB_MIN, SBM_MEMORY_MB_MAX,
+	    cfg->default_memory_mb, &mem) == -1 ||
+	    api_get_int(c, c->body, "timeout_s", 0, SBM_TIMEOUT_S_MAX, 0, &timeout) == -1 ||
+	    api_get_int(c, c->body, "idle_timeout_s", 0, SBM_TIMEOUT_S_MAX,
+	    cfg->default_idle_timeout_s, &idle) == -1 ||
+	    api_get_bool(c, c->body, "auto_pause", 0, &auto_pause) == -1 ||
+	    api_get_strmap(c, c->body, "env", SBM_ENV_MAX, 1, &env) == -1)
+		goto out;
+	if (api_get_strmap(c, c->body, "metadata", SBM_METADATA_MAX, 0, &meta) == -1 ||
+	    parse_network(c, &net) == -1)
+		goto out;
+	if (tmpl == NULL)
+		tmpl = "base";
+	if (!paths_valid_name(tmpl)) {
+		api_error(c, 400, "bad_request", "template: \"%s\" is not a valid template name", tmpl);
+		goto out;
+	}
+	if (strcmp(json_string_value(json_object_get(net, "mode")), "none") != 0) {
+		/* XXX until the egress gateway lands a NIC would be an island with no way out. */
+		api_error(c, 422, "unprocessable", "network.mode: only \"none\" is available until "
+		    "the egress gateway is installed");
+		goto out;
+	}
+	sp.project = c->key.project;
+	sp.template_name = tmpl;
+	sp.vcpus = (unsigned)vcpus;
+	sp.memory_mb = (unsigned)mem;
+	sp.env = env;
+	sp.metadata = meta;
+	sp.network = net;
+	sp.timeout_s = timeout;
+	sp.idle_timeout_s = idle;
+	sp.auto_pause = auto_pause;
+	metrics_inc(c->api->metrics, "sandbox_creates");
+	if (sbm_create(c->api->sbm, &sp, created, c, &status, &cause) == NULL) {
+		api_error(c, status, status == 422 ? "unprocessable" : status == 503 ? "unavailable" :
+		    "internal", "%s", cause);
+		free(cause);
+	}
+out:
+	json_decref(env);
+	json_decref(meta);
+	json_decref(net);
+}
+
+void
+api_sandboxes_list(struct api_call *c)
+{
+	char *states = http_req_query_get(c->req, "state");
+	char *metaq = http_req_query_get(c->req, "metadata");
+	char *after = http_req_query_get(c->req, "after"), *next = NULL;
+	json_t *meta = NULL, *list;
+	long long limit;
+
+	if (api_query_int(c, "limit", 1, 1000, 100, &limit) == -1)
+		goto out;
+	if (metaq != NULL) {
+		/* metadata=k%3Dv%26k2%3Dv2: a form-encoded string of its own. */
+		char *p = metaq, *pair, *save;
+		meta = json_object();
+		for (pair = strtok_r(p, "&", &save); pair != NULL; pair = strtok_r(NULL, "&", &save)) {
+			char *eq = strchr(pair, '='), *k, *v;
+			if (eq == NULL) {
+				api_error(c, 400, "bad_request", "metadata: want k=v pairs joined by &");
+				goto out;
+			}
+			*eq = '\0';
+			if (http_pct_decode(pair, strlen(pair), &k) == -1 ||
+			    http_pct_decode(eq + 1, strlen(eq + 1), &v) == -1) {
+				api_error(c, 400, "bad_request", "metadata: bad percent-encoding");
+				goto out;
+			}
+			json_object_set_new(meta, k, json_string(v));
+			free(k);
+			free(v);
+		}
+	}
+	list = sbm_list(c->api->sbm, c->key.project, states, meta, after, (int)limit, &next);
+	api_json(c, 200, json_pack("{s:o,s:s?}", "sandboxes", list, "next", next));
+out:
+	json_decref(meta);
+	free(states);
+	free(metaq);
+	free(after);
+	free(next);
+}
+
+void
+api_sandboxes_get(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, NULL);
+
+	if (sb != NULL)
+		api_json(c, 200, sb_json(sb));
+}
+
+void
+api_sandboxes_patch(struct api_call *c)
+{
+	static const char *const fields[] = { "timeout_s", "idle_timeout_s", "auto_pause",
+	    "metadata", NULL };
+	struct sandbox *sb;
+	long long timeout, idle;
+	json_t *meta = NULL;
+	int ap;
+	char *cause = NULL;
+
+	if ((sb = api_sandbox(c, NULL)) == NULL)
+		return;
+	if (api_check_fields(c, c->body, "", fields) == -1 ||
+	    api_get_int(c, c->body, "timeout_s", 0, SBM_TIMEOUT_S_MAX, -1, &timeout) == -1 ||
+	    api_get_int(c, c->body, "idle_timeout_s", 0, SBM_TIMEOUT_S_MAX, -1, &idle) == -1 ||
+	    api_get_bool(c, c->body, "auto_pause", -1, &ap) == -1)
+		return;
+	if (json_object_get(c->body, "metadata") != NULL &&
+	    api_get_strmap(c, c->body, "metadata", SBM_METADATA_MAX, 0, &meta) == -1)
+		return;
+	if (sb_patch(sb, timeout, idle, ap, meta, &cause) == -1) {
+		api_error(c, 500, "internal", "%s", cause);
+		free(cause);
+	} else
+		api_json(c, 200, sb_json(sb));
+	json_decref(meta);
+}
+
+static void
+op_done(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	struct api_call *c = arg;
+
+	if (error != NULL)
+		api_error(c, status, status == 409 ? "conflict" : status == 404 ? "not_found" :
+		    status == 507 ? "insufficient_storage" : "internal", "%s", error);
+	else if (strcmp(http_req_method(c->req), "DELETE") == 0)
+		api_no_content(c);
+	else
+		api_json(c, 200, sb_json(sb));
+}
+
+static void
+lifecycle(struct api_call *c, enum sb_op_kind kind)
+{
+	struct sandbox *sb = api_sandbox(c, NULL);
+
+	if (sb == NULL)
+		return;
+	if (kind != SB_OP_DELETE)
+		sb_touch(sb);
+	sb_enqueue(sb, kind, op_done, c);
+}
+
+void api_sandboxes_delete(struct api_call *c) { lifecycle(c, SB_OP_DELETE); }
+void api_sandboxes_pause(struct api_call *c) { lifecycle(c, SB_OP_PAUSE); }
+void api_sandboxes_resume(struct api_call *c) { lifecycle(c, SB_OP_RESUME); }
+void api_sandboxes_suspend(struct api_call *c) { lifecycle(c, SB_OP_SUSPEND); }
+
+void
+api_sandboxes_logs(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, NULL);
+	long long tail;
+	char *text;
+
+	if (sb == NULL || api_query_int(c, "tail", 1, API_LOG_TAIL_MAX, 65536, &tail) == -1)
+		return;
+	text = sb_console_path(sb) ? vm_boot_tail(sb_console_path(sb), (size_t)tail) : xstrdup("");
+	http_reply(c->req, 200, "text/plain; charset=utf-8", text, strlen(text));
+	free(text);
+	api_call_done(c);
+}
+
+void
+api_sandboxes_metrics(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, NULL);
+	uint64_t rss;
+	double cpu;
+
+	if (sb == NULL)
+		return;
+	sb_host_stats(sb, &rss, &cpu);
+	api_json(c, 200, json_pack("{s:s,s:I,s:f}", "state", sb_state(sb),
+	    "host_rss_bytes", (json_int_t)rss, "host_cpu_seconds", cpu));
+}

@@ -1,0 +1,50 @@
+/* /healthz, /metrics, /v1/openapi.json. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "api/api.h"
+#include "api/metrics.h"
+#include "api/openapi.h"
+#include "common/util.h"
+#include "sandbox/sbm.h"
+
+void
+api_system_healthz(struct api_call *c)
+{
+	api_json(c, 200, json_pack("{s:s,s:s,s:s,s:i,s:I}", "status", "ok", "version",
+	    AIRLOCK_VERSION, "accel", c->api->accel_name ? c->api->accel_name : "unknown",
+	    "sandboxes", sbm_count(c->api->sbm, NULL),
+	    "uptime_s", (json_int_t)((store_now_ms() - c->api->started_ms) / 1000)));
+}
+
+void
+api_system_metrics(struct api_call *c)
+{
+	static const char *const states[] = { "creating", "running", "paused", "suspending",
+	    "suspended", "resuming", "deleting", "failed", NULL };
+	struct evbuffer *out = evbuffer_new();
+	size_t i, len;
+	char *text;
+
+	metrics_render(c->api->metrics, out);
+	evbuffer_add_printf(out, "# TYPE airlock_sandboxes gauge\n");
+	for (i = 0; states[i] != NULL; i++)
+		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n", states[i],
+		    sbm_count(c->api->sbm, states[i]));
+	len = evbuffer_get_length(out);
+	text = xmalloc(len + 1);
+	evbuffer_remove(out, text, len);
+	evbuffer_free(out);
+	http_reply(c->req, 200, "text/plain; version=0.0.4", text, len);
+	free(text);
+	api_call_done(c);
+}
+
+void
+api_system_openapi(struct api_call *c)
+{
+	http_reply(c->req, 200, "application/json", openapi_json, strlen(openapi_json));
+	api_call_done(c);
+}

@@ -1,0 +1,78 @@
+/*
+ * HTTP/1.1 client for the guest agent's envd API, over one agent channel
+ * stream per request (streams are cheap; no connection reuse needed).
+ * Request bodies are fixed or streamed (chunked); responses stream to the
+ * caller. Connect server streams are decoded into JSON messages.
+ */
+#ifndef AIRLOCK_ENVD_CLIENT_H
+#define AIRLOCK_ENVD_CLIENT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+struct agent_client;
+struct envd_req;
+
+#define ENVD_PORT		49983
+#define ENVD_JSON_MAX		(8 * 1024 * 1024)
+#define ENVD_CONNECT_MSG_MAX	(4 * 1024 * 1024)
+
+struct envd_cb {
+	/* Response status and headers arrived (headers "Name: value\r\n..."). */
+	void	(*head)(struct envd_req *, int status, const char *ctype, void *arg);
+	/* Decoded response body bytes. */
+	void	(*data)(struct envd_req *, const char *data, size_t n, void *arg);
+	/* Exactly once, last: error NULL when the response ended cleanly. */
+	void	(*done)(struct envd_req *, const char *error, void *arg);
+	/* Output toward the guest drained (streamed request bodies). */
+	void	(*drain)(struct envd_req *, void *arg);
+};
+
+/*
+ * Start a request. body_len >= 0 sends body as the whole request body;
+ * body_len == -1 sends a chunked body written later with envd_req_write()
+ * and ended with envd_req_end(). extra_headers: "Name: value" strings, NULL-terminated.
+ */
+struct envd_req *envd_request(struct agent_client *ac, const char *method, const char *target,
+    const char *ctype, const void *body, ssize_t body_len, const char *const *extra_headers,
+    const struct envd_cb *cb, void *arg, char **cause);
+void envd_req_write(struct envd_req *r, const void *data, size_t n);
+void envd_req_end(struct envd_req *r);
+size_t envd_req_pending(const struct envd_req *r);
+/* Stop reading the response (back-pressure) or continue. */
+void envd_req_pause(struct envd_req *r, int paused);
+/* Abort: no more callbacks; the stream is reset. */
+void envd_req_cancel(struct envd_req *r);
+
+/* Unary JSON call (envd REST or Connect unary): cb gets the status and parsed JSON (may be NULL). */
+typedef void (*envd_json_cb)(int status, json_t *resp, const char *error, void *arg);
+struct envd_req *envd_call_json(struct agent_client *ac, const char *method, const char *target,
+    json_t *body, const char *const *extra_headers, envd_json_cb cb, void *arg, char **cause);
+
+/*
+ * Connect server stream: sends one enveloped request message and reports
+ * every response message; end gets the end-stream error (NULL = clean).
+ */
+typedef void (*envd_msg_cb)(json_t *msg, void *arg);
+typedef void (*envd_end_cb)(const char *error, void *arg);
+struct envd_req *envd_stream(struct agent_client *ac, const char *service_method, json_t *req,
+    const char *const *extra_headers, envd_msg_cb on_msg, envd_end_cb on_end, void *arg,
+    char **cause);
+
+/* Connect envelope decoder (pure; tested and fuzzed). */
+struct connect_dec {
+	unsigned char	 hdr[5];
+	size_t		 hdrlen;
+	unsigned char	*msg;
+	size_t		 msglen, want;
+	int		 flags;
+};
+/* Feed bytes; calls cb(flags, msg, len, arg) per complete envelope; -1 on a bad envelope. */
+int connect_dec_feed(struct connect_dec *d, const char *data, size_t n,
+    int (*cb)(int flags, const unsigned char *msg, size_t len, void *arg), void *arg,
+    char **cause);
+void connect_dec_free(struct connect_dec *d);
+
+#endif

@@ -1,0 +1,1192 @@
+/* Sandbox manager: lifecycle state machine over the VM driver, agent, storage and islands. */
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "agent/agent_client.h"
+#include "airlockd/config.h"
+#include "common/json_time.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "net/net_island.h"
+#include "sandbox/envd_client.h"
+#include "sandbox/sbm.h"
+#include "sandbox/sbm_recover.h"
+#include "storage/stor_sandbox.h"
+#include "storage/stor_snapshot.h"
+#include "storage/template.h"
+#include "vm/accel.h"
+#include "vm/vm.h"
+
+struct sb_op {
+	enum sb_op_kind		 kind;
+	sb_done_cb		 done;
+	void			*arg;
+	int64_t			 start_ms;
+	TAILQ_ENTRY(sb_op)	 entry;
+};
+
+struct sandbox {
+	struct sbm		*m;
+	struct store_sandbox	 rec;
+	int			 refs;
+	int			 gone;		/* deleted: no longer in the manager */
+	TAILQ_HEAD(, sb_op)	 ops;
+	struct sb_op		*cur;		/* the running operation */
+	struct event		*deadline;	/* of the running operation */
+	struct vm		*vm;
+	struct agent_client	*agent;
+	int			 agent_up;
+	struct envd_req		*init_req;
+	struct stor_sandbox	 stor;
+	int			 have_stor;
+	struct net_island	 island;
+	int			 have_island;
+	int			 streams;	/* open exec/watch/file streams */
+	int64_t			 last_active;
+	char			*console;	/* console log path (kept after release) */
+	TAILQ_ENTRY(sandbox)	 entry;
+};
+
+struct sbm {
+	struct event_base	*base;
+	int			 shutdown_pending;	/* suspends still running */
+	void			(*shutdown_done)(void *);
+	void			*shutdown_arg;
+	struct event		*shutdown_timer;
+	struct store		*store;
+	const struct config	*cfg;
+	sbm_event_fn		 event_fn;
+	void			*event_arg;
+	TAILQ_HEAD(, sandbox)	 sandboxes;
+	struct event		*sweep;
+	struct accel_info	 accel;
+	char			*kernel_id;
+};
+
+static void sb_run_next(struct sandbox *sb);
+static void sb_release(struct sandbox *sb);
+
+/* --- small helpers ----------------------------------------------------- */
+
+static int64_t
+now_ms(void)
+{
+	return store_now_ms();
+}
+
+const char *sb_id(const struct sandbox *sb) { return sb->rec.id; }
+const char *sb_state(const struct sandbox *sb) { return sb->rec.state; }
+const char *sb_project(const struct sandbox *sb) { return sb->rec.project; }
+const char *sb_console_path(const struct sandbox *sb) { return sb->console; }
+const char *sb_access_token(const struct sandbox *sb) { return sb->rec.access_token; }
+json_t *sb_env(const struct sandbox *sb) { return sb->rec.env; }
+int sb_gone(const struct sandbox *sb) { return sb->gone; }
+
+void
+sb_ref(struct sandbox *sb)
+{
+	sb->refs++;
+}
+
+static void
+sb_free(struct sandbox *sb)
+{
+	if (sb->deadline != NULL)
+		event_free(sb->deadline);
+	store_sandbox_clear(&sb->rec);
+	free(sb->console);
+	free(sb);
+}
+
+void
+sb_unref(struct sandbox *sb)
+{
+	if (--sb->refs == 0 && sb->gone)
+		sb_free(sb);
+}
+
+struct agent_client *
+sb_agent(struct sandbox *sb)
+{
+	if (sb->gone || strcmp(sb->rec.state, "running") != 0 || !sb->agent_up)
+		return NULL;
+	return sb->agent;
+}
+
+void
+sb_touch(struct sandbox *sb)
+{
+	sb->last_active = now_ms();
+}
+
+void
+sb_stream_begin(struct sandbox *sb)
+{
+	sb->streams++;
+	sb_touch(sb);
+}
+
+void
+sb_stream_end(struct sandbox *sb)
+{
+	if (sb->streams > 0)
+		sb->streams--;
+	sb_touch(sb);
+}
+
+void
+sb_host_stats(struct sandbox *sb, uint64_t *rss, double *cpu)
+{
+	struct vm_stats st;
+
+	*rss = 0;
+	*cpu = 0;
+	if (sb->vm == NULL)
+		return;
+	vm_stats(sb->vm, &st);
+	*rss = st.rss_kb * 1024;
+	*cpu = st.cpu_seconds;
+}
+
+/* Persist the record; a lost compare-and-set means another writer: reload. */
+static void
+sb_save(struct sandbox *sb)
+{
+	char *cause = NULL;
+	int rc;
+
+	sb->rec.last_active_at = sb->last_active;
+	rc = store_sandbox_update(sb->m->store, &sb->rec, &cause);
+	if (rc == -1) {
+		log_warnx("sandbox %s: persist: %s", sb->rec.id, cause);
+		free(cause);
+	} else if (rc == 0)
+		log_warnx("sandbox %s: persist: record changed underneath (generation %lld)",
+		    sb->rec.id, (long long)sb->rec.generation);
+}
+
+static void
+sb_event(struct sandbox *sb, const char *type, json_t *data)
+{
+	if (sb->m->event_fn != NULL)
+		sb->m->event_fn(sb->m->event_arg, sb->rec.id, sb->rec.project, type, data);
+	else
+		json_decref(data);
+}
+
+static void
+sb_set_state(struct sandbox *sb, const char *state, const char *error)
+{
+	const char *prev = sb->rec.state;
+	json_t *data = json_pack("{s:s,s:s}", "from", prev, "to", state);
+
+	log_info("sandbox %s: %s -> %s%s%s", sb->rec.id, prev, state, error ? ": " : "",
+	    error ? error : "");
+	snprintf(sb->rec.state, sizeof(sb->rec.state), "%s", state);
+	free(sb->rec.error);
+	sb->rec.error = error ? xstrdup(error) : NULL;
+	if (error != NULL)
+		json_object_set_new(data, "error", json_string(error));
+	sb_save(sb);
+	sb_event(sb, state, data);
+}
+
+static int
+sb_is(const struct sandbox *sb, const char *state)
+{
+	return strcmp(sb->rec.state, state) == 0;
+}
+
+json_t *
+sb_json(struct sandbox *sb)
+{
+	const struct store_sandbox *r = &sb->rec;
+
+	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:O,s:O,s:O,s:I,s:I,s:b,s:o,s:o,s:o,s:o,s:s?}",
+	    "id", r->id, "state", r->state, "template", r->template_name, "vcpus", (int)r->vcpus,
+	    "memory_mb", (int)r->memory_mb, "env", r->env, "metadata", r->metadata,
+	    "network", r->network, "timeout_s", (json_int_t)r->timeout_s,
+	    "idle_timeout_s", (json_int_t)r->idle_timeout_s, "auto_pause", r->auto_pause,
+	    "created_at", json_time_ms(r->created_at), "updated_at", json_time_ms(r->updated_at),
+	    "expires_at", json_time_ms(r->expires_at), "last_active_at", json_time_ms(sb->last_active),
+	    "error", r->error);
+}
+
+/* --- operations: queue and completion ----------------------------------- */
+
+static void
+sb_deadline_clear(struct sandbox *sb)
+{
+	if (sb->deadline != NULL)
+		event_del(sb->deadline);
+}
+
+static void
+sb_op_next_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	sb_run_next(sb);
+	sb_unref(sb);
+}
+
+/* End the current operation and schedule the next one off this stack. */
+static void
+sb_op_finish(struct sandbox *sb, const char *error, int status)
+{
+	struct sb_op *op = sb->cur;
+	struct timeval zero = { 0, 0 };
+
+	sb_deadline_clear(sb);
+	if (op == NULL)
+		return;
+	sb->cur = NULL;
+	sb_ref(sb);
+	if (op->done != NULL)
+		op->done(sb, error, error ? status : 0, op->arg);
+	free(op);
+	sb_ref(sb);
+	event_base_once(sb->m->base, -1, EV_TIMEOUT, sb_op_next_cb, sb, &zero);
+	sb_unref(sb);
+}
+
+/* Something failed on the way: release resources, record why, end the op. */
+static void
+sb_fail(struct sandbox *sb, const char *why, int status)
+{
+	log_warnx("sandbox %s: %s", sb->rec.id, why);
+	sb_release(sb);
+	sb_set_state(sb, "failed", why);
+	sb_op_finish(sb, why, status);
+}
+
+static void
+sb_deadline_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	sb_fail(sb, "timed out waiting for the guest agent", 504);
+}
+
+static void
+sb_deadline_set(struct sandbox *sb, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (sb->deadline == NULL)
+		sb->deadline = evtimer_new(sb->m->base, sb_deadline_cb, sb);
+	event_add(sb->deadline, &tv);
+}
+
+/* Free the VM, agent channel, island and disk; the record stays. */
+static void
+sb_release(struct sandbox *sb)
+{
+	char *cause = NULL;
+
+	if (sb->init_req != NULL) {
+		envd_req_cancel(sb->init_req);
+		sb->init_req = NULL;
+	}
+	if (sb->agent != NULL) {
+		agent_client_free(sb->agent);
+		sb->agent = NULL;
+		sb->agent_up = 0;
+	}
+	if (sb->vm != NULL) {
+		vm_free(sb->vm);	/* kills and reaps a live VMM */
+		sb->vm = NULL;
+	}
+	if (sb->have_island) {
+		if (net_island_delete(&sb->island, &cause) == -1) {
+			log_warnx("sandbox %s: %s", sb->rec.id, cause);
+			free(cause);
+			cause = NULL;
+		}
+		net_island_free(&sb->island);
+		sb->have_island = 0;
+	}
+	if (sb->have_stor) {
+		/* Keep the console log for GET .../logs after a failure. */
+		char *keep = NULL, *dst = paths_data("logs/%s.console", sb->rec.id);
+		if (read_file(sb->stor.ss_console, 4 * 1024 * 1024, &keep, NULL, NULL) == 0) {
+			char *dir = paths_data("logs");
+			if (mkdir_p(dir, 0700, NULL) == 0)
+				write_file_atomic(dst, keep, strlen(keep), 0600, NULL);
+			free(dir);
+			free(keep);
+			free(sb->console);
+			sb->console = xstrdup(dst);
+		}
+		free(dst);
+		if (stor_sandbox_destroy(&sb->stor, &cause) == -1) {
+			log_warnx("sandbox %s: %s", sb->rec.id, cause);
+			free(cause);
+		}
+		stor_sandbox_free(&sb->stor);
+		sb->have_stor = 0;
+	}
+}
+
+/* --- guest agent: connect and /init ------------------------------------ */
+
+static void sb_agent_up(struct agent_client *ac, void *arg);
+static void sb_agent_down(struct agent_client *ac, const char *reason, void *arg);
+
+static const struct agent_client_cb sb_agent_cbs = { sb_agent_up, sb_agent_down };
+
+static void
+sb_init_done(int status, json_t *resp, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+	char why[64], *msg;
+
+	sb->init_req = NULL;
+	if (error == NULL && status >= 300) {
+		snprintf(why, sizeof(why), "guest agent /init answered %d", status);
+		error = why;
+	}
+	if (error != NULL) {
+		xasprintf(&msg, "initializing the guest: %s", error);
+		sb_fail(sb, msg, 500);
+		free(msg);
+		return;
+	}
+	sb_touch(sb);
+	if (sb->rec.timeout_s > 0 && sb->rec.expires_at == 0)
+		sb->rec.expires_at = now_ms() + sb->rec.timeout_s * 1000;
+	sb_set_state(sb, "running", NULL);
+	sb_op_finish(sb, NULL, 0);
+}
+
+/* /init after every boot and restore: clock, env, token, fresh entropy. */
+static void
+sb_send_init(struct sandbox *sb)
+{
+	unsigned char rnd[64];
+	char *cause = NULL, msg[512];
+	json_t *body;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		fatal("getrandom");
+	body = json_pack("{s:O,s:s,s:I}", "envVars", sb->rec.env,
+	    "accessToken", sb->rec.access_token ? sb->rec.access_token : "",
+	    "timestamp", (json_int_t)now_ms());
+	/* jansson has no base64: encode by hand below and replace the placeholder. */
+	{
+		static const char b64[] =
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		char enc[((sizeof(rnd) + 2) / 3) * 4 + 1];
+		size_t i, o = 0;
+		for (i = 0; i < sizeof(rnd); i += 3) {
+			unsigned v = (unsigned)rnd[i] << 16 |
+			    (i + 1 < sizeof(rnd) ? (unsigned)rnd[i + 1] << 8 : 0) |
+			    (i + 2 < sizeof(rnd) ? rnd[i + 2] : 0);
+			enc[o++] = b64[(v >> 18) & 63];
+			enc[o++] = b64[(v >> 12) & 63];
+			enc[o++] = i + 1 < sizeof(rnd) ? b64[(v >> 6) & 63] : '=';
+			enc[o++] = i + 2 < sizeof(rnd) ? b64[v & 63] : '=';
+		}
+		enc[o] = '\0';
+		json_object_set_new(body, "entropy", json_string(enc));
+		explicit_bzero(enc, sizeof(enc));
+	}
+	explicit_bzero(rnd, sizeof(rnd));
+	sb->init_req = envd_call_json(sb->agent, "POST", "/init", body, NULL, sb_init_done, sb,
+	    &cause);
+	json_decref(body);
+	if (sb->init_req == NULL) {
+		snprintf(msg, sizeof(msg), "initializing the guest: %s", cause);
+		free(cause);
+		sb_fail(sb, msg, 500);
+		return;
+	}
+	sb_deadline_set(sb, SBM_INIT_TIMEOUT_MS);
+}
+
+static void
+sb_agent_up(struct agent_client *ac, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	sb->agent_up = 1;
+	/* The first session after a boot or restore carries /init. */
+	if (sb->cur != NULL && (sb->cur->kind == SB_OP_CREATE || sb->cur->kind == SB_OP_RESUME) &&
+	    sb->init_req == NULL && (sb_is(sb, "creating") || sb_is(sb, "resuming")))
+		sb_send_init(sb);
+}
+
+static void
+sb_agent_down(struct agent_client *ac, const char *reason, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	sb->agent_up = 0;
+	log_debug("sandbox %s: agent channel down: %s", sb->rec.id, reason ? reason : "");
+}
+
+/* --- VM events --------------------------------------------------------- */
+
+static void
+sb_vm_event(struct vm *vm, const struct vm_event *ev, void *arg)
+{
+	struct sandbox *sb = arg;
+	char *msg;
+
+	if (ev->type != VM_EVENT_EXITED || ev->expected)
+		return;
+	/* An operation in flight gets its own done callback with the error. */
+	if (sb->cur != NULL && sb->cur->kind != SB_OP_DELETE)
+		return;
+	if (!sb_is(sb, "running") && !sb_is(sb, "paused"))
+		return;
+	xasprintf(&msg, "the VM exited unexpectedly (%s); console tail:\n%s",
+	    ev->reason ? ev->reason : "unknown", ev->console_tail ? ev->console_tail : "");
+	log_warnx("sandbox %s: %s", sb->rec.id, msg);
+	sb_release(sb);
+	sb_set_state(sb, "failed", msg);
+	free(msg);
+}
+
+/* --- create and resume: boot or restore, then the agent ---------------- */
+
+static void
+sb_vm_ready(struct vm *vm, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+	char *msg;
+
+	if (error != NULL) {
+		xasprintf(&msg, "starting the VM: %s", error);
+		sb_fail(sb, msg, 500);
+		free(msg);
+		return;
+	}
+	sb->agent = agent_client_new(sb->m->base, vm_agent_socket(vm), &sb_agent_cbs, sb);
+	sb_deadline_set(sb, SBM_BOOT_TIMEOUT_MS);
+}
+
+/* Disk, island and VM config shared by boot and restore. */
+static int
+sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
+    struct template_paths *tp, int *netns_fd, int *tap_fd, char **cause)
+{
+	const char *mode = json_string_value(json_object_get(sb->rec.network, "mode"));
+
+	*netns_fd = *tap_fd = -1;
+	if (stor_sandbox_create(sb->rec.id, rootfs_src, (uint64_t)sb->rec.memory_mb << 20,
+	    &sb->stor, cause) == -1)
+		return -1;
+	sb->have_stor = 1;
+	free(sb->console);
+	sb->console = xstrdup(sb->stor.ss_console);
+	if (mode != NULL && strcmp(mode, "none") != 0) {
+		if (net_island_create(sb->rec.id, &sb->island, cause) == -1)
+			return -1;
+		sb->have_island = 1;
+		if ((*netns_fd = net_island_open_ns(&sb->island, cause)) == -1 ||
+		    (*tap_fd = net_island_open_tap(&sb->island, cause)) == -1)
+			return -1;
+	}
+	memset(vc, 0, sizeof(*vc));
+	vc->name = sb->rec.id;
+	vc->template_name = sb->rec.template_name;
+	vc->kernel_id = sb->m->kernel_id;
+	vc->kernel = tp->kernel;
+	vc->initrd = tp->initrd;
+	vc->accel = sb->m->accel.accel;
+	vc->tsc_khz = sb->m->accel.tsc_khz;
+	vc->vcpus = sb->rec.vcpus;
+	vc->memory_mb = sb->rec.memory_mb;
+	vc->sandbox = &sb->stor;
+	vc->netns_fd = *netns_fd;
+	vc->tap_fd = *tap_fd;
+	return 0;
+}
+
+static void
+close_fds(int a, int b)
+{
+	if (a != -1)
+		close(a);
+	if (b != -1)
+		close(b);
+}
+
+static void
+sb_op_create(struct sandbox *sb)
+{
+	struct template_paths tp;
+	struct vm_config vc;
+	char *cause = NULL, *msg;
+	int nsfd = -1, tapfd = -1;
+
+	if (template_paths(sb->rec.template_name, &tp, &cause) == -1 ||
+	    sb_prepare(sb, tp.rootfs, &vc, &tp, &nsfd, &tapfd, &cause) == -1 ||
+	    (sb->vm = vm_boot(sb->m->base, &vc, sb_vm_event, sb_vm_ready, sb, &cause)) == NULL) {
+		close_fds(nsfd, tapfd);
+		xasprintf(&msg, "create: %s", cause ? cause : "failed");
+		sb_fail(sb, msg, cause && strstr(cause, "space") ? 507 : 500);
+		free(msg);
+		free(cause);
+		template_paths_free(&tp);
+		return;
+	}
+	close_fds(nsfd, tapfd);
+	template_paths_free(&tp);
+}
+
+static void
+sb_op_resume_suspended(struct sandbox *sb)
+{
+	struct template_paths tp;
+	struct vm_config vc;
+	char *cause = NULL, *msg, *snapdir, *rootfs;
+	int nsfd = -1, tapfd = -1;
+
+	sb_set_state(sb, "resuming", NULL);
+	snapdir = paths_data("snapshots/%s", sb->rec.snapshot ? sb->rec.snapshot : "-");
+	xasprintf(&rootfs, "%s/%s", snapdir, STOR_SNAP_ROOTFS);
+	memset(&tp, 0, sizeof(tp));
+	if (template_paths(sb->rec.template_name, &tp, &cause) == -1 ||
+	    sb_prepare(sb, rootfs, &vc, &tp, &nsfd, &tapfd, &cause) == -1 ||
+	    (sb->vm = vm_restore(sb->m->base, &vc, snapdir, VM_RESTORE_OWN, -1, sb_vm_event,
+	    sb_vm_ready, sb, &cause)) == NULL) {
+		close_fds(nsfd, tapfd);
+		xasprintf(&msg, "resume: %s", cause ? cause : "failed");
+		/* The snapshot stays: a later resume may succeed (e.g. after freeing disk). */
+		sb_release(sb);
+		sb_set_state(sb, "suspended", msg);
+		sb_op_finish(sb, msg, cause && strstr(cause, "space") ? 507 : 500);
+		free(msg);
+		free(cause);
+	} else
+		close_fds(nsfd, tapfd);
+	template_paths_free(&tp);
+	free(rootfs);
+	free(snapdir);
+}
+
+/* --- pause, resume, suspend, delete ------------------------------------ */
+
+static void
+sb_paused(struct vm *vm, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	if (error != NULL) {
+		sb_op_finish(sb, error, 500);
+		return;
+	}
+	sb_set_state(sb, "paused", NULL);
+	sb_op_finish(sb, NULL, 0);
+}
+
+static void
+sb_resumed(struct vm *vm, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	if (error != NULL) {
+		sb_op_finish(sb, error, 500);
+		return;
+	}
+	sb_touch(sb);
+	sb_set_state(sb, "running", NULL);
+	sb_op_finish(sb, NULL, 0);
+}
+
+static void
+sb_suspended(struct vm *vm, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+	char *msg;
+
+	if (error != NULL) {
+		/* vm_snapshot leaves a running guest running on failure. */
+		xasprintf(&msg, "suspend: %s", error);
+		free(sb->rec.snapshot);
+		sb->rec.snapshot = NULL;
+		if (sb->vm != NULL && vm_state(sb->vm) != VM_EXITED)
+			sb_set_state(sb, vm_state(sb->vm) == VM_PAUSED ? "paused" : "running", msg);
+		else {
+			sb_release(sb);
+			sb_set_state(sb, "failed", msg);
+		}
+		sb_op_finish(sb, msg, 500);
+		free(msg);
+		return;
+	}
+	sb_release(sb);
+	sb_set_state(sb, "suspended", NULL);
+	sb_op_finish(sb, NULL, 0);
+}
+
+static void
+sb_op_suspend(struct sandbox *sb)
+{
+	char *cause = NULL, *msg, id[80];
+
+	snprintf(id, sizeof(id), "%s-%lld", sb->rec.id, (long long)now_ms());
+	free(sb->rec.snapshot);
+	sb->rec.snapshot = xstrdup(id);
+	/* Persist the snapshot id first: a restart mid-suspend can then find it. */
+	sb_set_state(sb, "suspending", NULL);
+	if (vm_snapshot(sb->vm, id, 1, sb_suspended, &cause) == -1) {
+		xasprintf(&msg, "suspend: %s", cause);
+		free(cause);
+		free(sb->rec.snapshot);
+		sb->rec.snapshot = NULL;
+		sb_set_state(sb, vm_state(sb->vm) == VM_PAUSED ? "paused" : "running", NULL);
+		sb_op_finish(sb, msg, 500);
+		free(msg);
+	}
+}
+
+static void
+sb_remove_snapshot(struct sandbox *sb)
+{
+	char *dir, *cause = NULL;
+
+	if (sb->rec.snapshot == NULL)
+		return;
+	dir = paths_data("snapshots/%s", sb->rec.snapshot);
+	if (path_exists(dir) && stor_snapshot_remove(dir, &cause) == -1) {
+		log_warnx("sandbox %s: %s", sb->rec.id, cause);
+		free(cause);
+	}
+	free(dir);
+	free(sb->rec.snapshot);
+	sb->rec.snapshot = NULL;
+}
+
+static void
+sb_op_delete(struct sandbox *sb)
+{
+	char *cause = NULL;
+
+	sb_set_state(sb, "deleting", NULL);
+	sb_release(sb);
+	sb_remove_snapshot(sb);
+	if (store_sandbox_delete(sb->m->store, sb->rec.id, &cause) == -1) {
+		log_warnx("sandbox %s: delete: %s", sb->rec.id, cause);
+		sb_op_finish(sb, cause, 500);
+		free(cause);
+		return;
+	}
+	if (sb->console != NULL)
+		unlink(sb->console);
+	sb_event(sb, "deleted", NULL);
+	TAILQ_REMOVE(&sb->m->sandboxes, sb, entry);
+	sb->gone = 1;
+	sb->refs++;	/* the manager's reference, dropped below */
+	sb_op_finish(sb, NULL, 0);
+	sb_unref(sb);
+}
+
+static const char *
+op_name(enum sb_op_kind k)
+{
+	static const char *const names[] = { "create", "pause", "resume", "suspend", "delete" };
+
+	return names[k];
+}
+
+/* Start the next queued operation if the sandbox is idle. */
+static void
+sb_run_next(struct sandbox *sb)
+{
+	struct sb_op *op;
+	char msg[160];
+
+	while (sb->cur == NULL && (op = TAILQ_FIRST(&sb->ops)) != NULL) {
+		TAILQ_REMOVE(&sb->ops, op, entry);
+		if (sb->gone) {
+			if (op->done != NULL)
+				op->done(sb, "sandbox was deleted", 404, op->arg);
+			free(op);
+			continue;
+		}
+		sb->cur = op;
+		op->start_ms = now_ms();
+		switch (op->kind) {
+		case SB_OP_CREATE:
+			sb_op_create(sb);
+			break;
+		case SB_OP_PAUSE:
+			if (sb_is(sb, "paused")) {
+				sb_op_finish(sb, NULL, 0);
+				break;
+			}
+			if (!sb_is(sb, "running"))
+				goto conflict;
+			if (vm_pause(sb->vm, sb_paused, NULL) == -1)
+				sb_op_finish(sb, "pause failed", 500);
+			break;
+		case SB_OP_RESUME:
+			if (sb_is(sb, "running")) {
+				sb_op_finish(sb, NULL, 0);
+				break;
+			}
+			if (sb_is(sb, "paused")) {
+				if (vm_resume(sb->vm, sb_resumed, NULL) == -1)
+					sb_op_finish(sb, "resume failed", 500);
+				break;
+			}
+			if (!sb_is(sb, "suspended"))
+				goto conflict;
+			sb_op_resume_suspended(sb);
+			break;
+		case SB_OP_SUSPEND:
+			if (sb_is(sb, "suspended")) {
+				sb_op_finish(sb, NULL, 0);
+				break;
+			}
+			if (!sb_is(sb, "running") && !sb_is(sb, "paused"))
+				goto conflict;
+			sb_op_suspend(sb);
+			break;
+		case SB_OP_DELETE:
+			sb_op_delete(sb);
+			break;
+		}
+		continue;
+conflict:
+		snprintf(msg, sizeof(msg), "cannot %s a sandbox in state %s", op_name(op->kind),
+		    sb->rec.state);
+		sb_op_finish(sb, msg, 409);
+	}
+}
+
+void
+sb_enqueue(struct sandbox *sb, enum sb_op_kind kind, sb_done_cb done, void *arg)
+{
+	struct sb_op *op = xcalloc(1, sizeof(*op));
+
+	op->kind = kind;
+	op->done = done;
+	op->arg = arg;
+	TAILQ_INSERT_TAIL(&sb->ops, op, entry);
+	sb_run_next(sb);
+}
+
+/* --- create, find, list ------------------------------------------------- */
+
+static struct sandbox *
+sb_new(struct sbm *m)
+{
+	struct sandbox *sb = xcalloc(1, sizeof(*sb));
+
+	sb->m = m;
+	sb->refs = 1;	/* the manager's */
+	TAILQ_INIT(&sb->ops);
+	return sb;
+}
+
+struct sandbox *
+sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, int *status,
+    char **cause)
+{
+	struct template_paths tp;
+	struct sandbox *sb;
+	char token[33];
+	int live = 0;
+
+	*status = 400;
+	if (template_paths(sp->template_name, &tp, cause) == -1) {
+		*status = 422;
+		return NULL;
+	}
+	template_paths_free(&tp);
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (!sb_is(sb, "suspended") && !sb_is(sb, "failed"))
+			live++;
+	if (live >= m->cfg->max_sandboxes) {
+		*status = 503;
+		cause_set(cause, "this host runs its maximum of %d sandboxes", m->cfg->max_sandboxes);
+		return NULL;
+	}
+	sb = sb_new(m);
+	do {
+		random_id(sb->rec.id, SBM_ID_LEN);
+	} while (sbm_find(m, sb->rec.id, NULL) != NULL);
+	snprintf(sb->rec.project, sizeof(sb->rec.project), "%s", sp->project);
+	snprintf(sb->rec.template_name, sizeof(sb->rec.template_name), "%s", sp->template_name);
+	snprintf(sb->rec.state, sizeof(sb->rec.state), "creating");
+	sb->rec.vcpus = sp->vcpus;
+	sb->rec.memory_mb = sp->memory_mb;
+	sb->rec.env = json_incref(sp->env);
+	sb->rec.metadata = json_incref(sp->metadata);
+	sb->rec.network = json_incref(sp->network);
+	sb->rec.timeout_s = sp->timeout_s;
+	sb->rec.idle_timeout_s = sp->idle_timeout_s;
+	sb->rec.auto_pause = sp->auto_pause;
+	sb->rec.created_at = sb->rec.updated_at = now_ms();
+	sb->last_active = sb->rec.last_active_at = sb->rec.created_at;
+	random_id(token, 32);
+	sb->rec.access_token = xstrdup(token);
+	/* Persisted before anything exists, so a restart sees the half-done create. */
+	if (store_sandbox_insert(m->store, &sb->rec, cause) == -1) {
+		*status = 500;
+		sb_free(sb);
+		return NULL;
+	}
+	TAILQ_INSERT_TAIL(&m->sandboxes, sb, entry);
+	sb_event(sb, "created", json_pack("{s:s}", "template", sp->template_name));
+	sb_enqueue(sb, SB_OP_CREATE, done, arg);
+	return sb;
+}
+
+struct sandbox *
+sbm_find(struct sbm *m, const char *id, const char *project)
+{
+	struct sandbox *sb;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (strcmp(sb->rec.id, id) == 0)
+			return project == NULL || strcmp(sb->rec.project, project) == 0 ? sb : NULL;
+	return NULL;
+}
+
+static int
+state_listed(const char *states, const char *state)
+{
+	size_t n = strlen(state);
+	const char *p = states;
+
+	if (states == NULL || *states == '\0')
+		return 1;
+	while (*p != '\0') {
+		size_t m = strcspn(p, ",");
+		if (m == n && strncmp(p, state, n) == 0)
+			return 1;
+		p += m;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static int
+cmp_sb(const void *a, const void *b)
+{
+	return strcmp((*(struct sandbox *const *)a)->rec.id, (*(struct sandbox *const *)b)->rec.id);
+}
+
+json_t *
+sbm_list(struct sbm *m, const char *project, const char *states, json_t *metadata,
+    const char *after, int limit, char **next)
+{
+	struct sandbox *sb, **all = NULL;
+	size_t n = 0, i;
+	json_t *arr = json_array();
+	const char *k;
+	json_t *v;
+
+	*next = NULL;
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		if (project != NULL && strcmp(sb->rec.project, project) != 0)
+			continue;
+		if (!state_listed(states, sb->rec.state))
+			continue;
+		if (after != NULL && strcmp(sb->rec.id, after) <= 0)
+			continue;
+		int ok = 1;
+		if (metadata != NULL) {
+			json_object_foreach(metadata, k, v) {
+				json_t *h = json_object_get(sb->rec.metadata, k);
+				if (h == NULL || !json_equal(h, v))
+					ok = 0;
+			}
+		}
+		if (!ok)
+			continue;
+		all = xreallocarray(all, n + 1, sizeof(*all));
+		all[n++] = sb;
+	}
+	if (n > 0)
+		qsort(all, n, sizeof(*all), cmp_sb);
+	for (i = 0; i < n && (int)i < limit; i++)
+		json_array_append_new(arr, sb_json(all[i]));
+	if (n > (size_t)limit)
+		*next = xstrdup(all[limit - 1]->rec.id);
+	free(all);
+	return arr;
+}
+
+int
+sbm_count(struct sbm *m, const char *state)
+{
+	struct sandbox *sb;
+	int n = 0;
+
+	if (m == NULL)
+		return 0;
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (state == NULL || sb_is(sb, state))
+			n++;
+	return n;
+}
+
+int
+sbm_live_vms(struct sbm *m)
+{
+	struct sandbox *sb;
+	int n = 0;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (sb->vm != NULL)
+			n++;
+	return n;
+}
+
+int
+sb_patch(struct sandbox *sb, int64_t timeout_s, int64_t idle_timeout_s, int auto_pause,
+    json_t *metadata, char **cause)
+{
+	if (timeout_s >= 0) {
+		sb->rec.timeout_s = timeout_s;
+		sb->rec.expires_at = timeout_s > 0 ? now_ms() + timeout_s * 1000 : 0;
+	}
+	if (idle_timeout_s >= 0)
+		sb->rec.idle_timeout_s = idle_timeout_s;
+	if (auto_pause >= 0)
+		sb->rec.auto_pause = auto_pause;
+	if (metadata != NULL) {
+		json_decref(sb->rec.metadata);
+		sb->rec.metadata = json_incref(metadata);
+	}
+	sb_save(sb);
+	return 0;
+}
+
+/* --- idle and lifetime sweep -------------------------------------------- */
+
+static void
+sb_sweep_done(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	if (error != NULL)
+		log_warnx("sandbox %s: %s: %s", sb->rec.id, (const char *)arg, error);
+}
+
+static void
+sbm_sweep(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sbm *m = arg;
+	struct sandbox *sb;
+	int64_t now = now_ms();
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		if (sb->cur != NULL || !TAILQ_EMPTY(&sb->ops))
+			continue;
+		if (sb->rec.expires_at != 0 && now >= sb->rec.expires_at &&
+		    (sb_is(sb, "running") || sb_is(sb, "paused"))) {
+			sb_event(sb, "timeout", json_pack("{s:s}", "action",
+			    sb->rec.auto_pause ? "suspend" : "delete"));
+			sb->rec.expires_at = 0;
+			sb_enqueue(sb, sb->rec.auto_pause ? SB_OP_SUSPEND : SB_OP_DELETE,
+			    sb_sweep_done, "lifetime timeout");
+			break;	/* the list may change under a delete: next sweep continues */
+		}
+		if (sb_is(sb, "running") && sb->rec.idle_timeout_s > 0 && sb->streams == 0 &&
+		    now - sb->last_active >= sb->rec.idle_timeout_s * 1000) {
+			sb_event(sb, "idle_suspend", json_pack("{s:I}", "idle_s",
+			    (json_int_t)((now - sb->last_active) / 1000)));
+			sb_enqueue(sb, SB_OP_SUSPEND, sb_sweep_done, "idle suspend");
+		}
+	}
+}
+
+/* --- graceful shutdown ---------------------------------------------------- */
+
+static void
+sbm_shutdown_finish(struct sbm *m)
+{
+	void (*done)(void *) = m->shutdown_done;
+
+	if (done == NULL)
+		return;
+	m->shutdown_done = NULL;
+	if (m->shutdown_timer != NULL) {
+		event_free(m->shutdown_timer);
+		m->shutdown_timer = NULL;
+	}
+	done(m->shutdown_arg);
+}
+
+static void
+sb_shutdown_suspended(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	struct sbm *m = arg;
+
+	if (error != NULL)
+		log_warnx("sandbox %s: suspend at shutdown: %s", sb->rec.id, error);
+	if (--m->shutdown_pending == 0)
+		sbm_shutdown_finish(m);
+}
+
+static void
+sbm_shutdown_timeout(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sbm *m = arg;
+
+	log_warnx("shutdown: %d suspend(s) still running; stopping their VMs", m->shutdown_pending);
+	sbm_shutdown_finish(m);
+}
+
+void
+sbm_shutdown(struct sbm *m, int deadline_ms, void (*done)(void *), void *arg)
+{
+	struct timeval tv = { deadline_ms / 1000, (deadline_ms % 1000) * 1000 };
+	struct sandbox *sb;
+
+	m->shutdown_done = done;
+	m->shutdown_arg = arg;
+	m->shutdown_pending = 1;	/* held until every suspend is queued */
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		if (sb->vm == NULL || !(sb_is(sb, "running") || sb_is(sb, "paused")))
+			continue;
+		m->shutdown_pending++;
+		log_info("sandbox %s: suspending for shutdown", sb->rec.id);
+		sb_enqueue(sb, SB_OP_SUSPEND, sb_shutdown_suspended, m);
+	}
+	m->shutdown_timer = evtimer_new(m->base, sbm_shutdown_timeout, m);
+	event_add(m->shutdown_timer, &tv);
+	if (--m->shutdown_pending == 0)
+		sbm_shutdown_finish(m);
+}
+
+/* --- manager ------------------------------------------------------------ */
+
+static char *
+read_kernel_id(void)
+{
+	char *path = paths_data("kernel/current/kernel.json");
+	json_t *k = json_load_file(path, 0, NULL);
+	char *id = NULL;
+
+	free(path);
+	if (k != NULL && json_string_value(json_object_get(k, "vmlinux_sha256")) != NULL)
+		id = xstrdup(json_string_value(json_object_get(k, "vmlinux_sha256")));
+	json_decref(k);
+	return id ? id : xstrdup("unknown");
+}
+
+struct sbm *
+sbm_new(struct event_base *base, struct store *st, const struct config *cfg, char **cause)
+{
+	struct sbm *m = xcalloc(1, sizeof(*m));
+	struct timeval tv = { SBM_SWEEP_S, 0 };
+
+	m->base = base;
+	m->store = st;
+	m->cfg = cfg;
+	TAILQ_INIT(&m->sandboxes);
+	if (accel_detect(cfg->accel, &m->accel, cause) == -1) {
+		free(m);
+		return NULL;
+	}
+	m->kernel_id = read_kernel_id();
+	m->sweep = event_new(base, -1, EV_PERSIST, sbm_sweep, m);
+	event_add(m->sweep, &tv);
+	return m;
+}
+
+void
+sbm_set_events(struct sbm *m, sbm_event_fn fn, void *arg)
+{
+	m->event_fn = fn;
+	m->event_arg = arg;
+}
+
+const char *
+sbm_accel_name(struct sbm *m)
+{
+	return accel_name(m->accel.accel);
+}
+
+void
+sbm_free(struct sbm *m)
+{
+	struct sandbox *sb;
+	struct sb_op *op;
+
+	if (m == NULL)
+		return;
+	if (m->shutdown_timer != NULL)
+		event_free(m->shutdown_timer);
+	event_free(m->sweep);
+	while ((sb = TAILQ_FIRST(&m->sandboxes)) != NULL) {
+		TAILQ_REMOVE(&m->sandboxes, sb, entry);
+		while ((op = TAILQ_FIRST(&sb->ops)) != NULL) {
+			TAILQ_REMOVE(&sb->ops, op, entry);
+			free(op);
+		}
+		free(sb->cur);
+		sb->cur = NULL;
+		/*
+		 * XXX shutdown stops VMs; their sandboxes are marked failed on the next
+		 * start until VM adoption across restarts exists.
+		 */
+		if (sb->vm != NULL || sb->have_stor)
+			sb_release(sb);
+		sb->gone = 1;
+		sb_unref(sb);
+	}
+	free(m->kernel_id);
+	free(m);
+}
+
+/* Recovery hooks (sbm_recover.c) need to build sandboxes from records. */
+struct sandbox *
+sbm_adopt_record(struct sbm *m, struct store_sandbox *rec)
+{
+	struct sandbox *sb = sb_new(m);
+
+	sb->rec = *rec;
+	memset(rec, 0, sizeof(*rec));
+	sb->last_active = sb->rec.last_active_at ? sb->rec.last_active_at : now_ms();
+	sb->console = paths_data("logs/%s.console", sb->rec.id);
+	TAILQ_INSERT_TAIL(&m->sandboxes, sb, entry);
+	return sb;
+}
+
+void
+sbm_recover_mark(struct sandbox *sb, const char *state, const char *why)
+{
+	sb_set_state(sb, state, why);
+}
+
+void
+sbm_recover_delete(struct sandbox *sb)
+{
+	sb_enqueue(sb, SB_OP_DELETE, NULL, NULL);
+}
+
+void
+sbm_recover_drop_snapshot(struct sandbox *sb)
+{
+	sb_remove_snapshot(sb);
+	sb_save(sb);
+}
+
+const char *
+sbm_recover_snapshot(struct sandbox *sb)
+{
+	return sb->rec.snapshot;
+}
+
+struct store *
+sbm_store(struct sbm *m)
+{
+	return m->store;
+}

@@ -1,0 +1,116 @@
+/*
+ * The sandbox manager: every sandbox of this host, its lifecycle state
+ * machine, and the resources each one owns (VM, agent channel, storage,
+ * island). Operations on one sandbox run one at a time from a queue;
+ * different sandboxes proceed in parallel on the event loop. Every
+ * transition is written to the store before the side effect starts and
+ * after it ends, so a restart can tell what was in flight.
+ *
+ * States: creating → running ⇄ paused; running|paused → suspending →
+ * suspended → resuming → running; any → deleting → (gone); failed.
+ */
+#ifndef AIRLOCK_SBM_H
+#define AIRLOCK_SBM_H
+
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "store/store.h"
+
+#define SBM_BOOT_TIMEOUT_MS	180000	/* cold boot to agent ready (TCG is slow) */
+#define SBM_INIT_TIMEOUT_MS	30000
+#define SBM_SWEEP_S		15	/* idle and lifetime checks */
+#define SBM_STOP_GRACE_MS	2000
+#define SBM_VCPUS_MAX		16
+#define SBM_MEMORY_MB_MIN	128
+#define SBM_MEMORY_MB_MAX	65536
+#define SBM_TIMEOUT_S_MAX	(30L * 86400)
+#define SBM_ENV_MAX		256
+#define SBM_METADATA_MAX	64
+#define SBM_ALLOW_MAX		256
+
+#define SBM_ID_LEN		20	/* lowercase alphanumerics, like E2B ids */
+
+struct sbm;
+struct sandbox;
+struct agent_client;
+struct config;
+
+/* Ends an operation: error NULL on success, else status is the HTTP status to report. */
+typedef void (*sb_done_cb)(struct sandbox *sb, const char *error, int status, void *arg);
+
+struct sb_spec {
+	const char	*project;
+	const char	*template_name;
+	unsigned	 vcpus;
+	unsigned	 memory_mb;
+	json_t		*env;		/* borrowed */
+	json_t		*metadata;	/* borrowed */
+	json_t		*network;	/* borrowed, validated {mode, allow} */
+	int64_t		 timeout_s;
+	int64_t		 idle_timeout_s;
+	int		 auto_pause;
+};
+
+struct sbm *sbm_new(struct event_base *base, struct store *st, const struct config *cfg,
+    char **cause);
+/* Lifecycle events go to this sink (the API: store + live subscribers); it steals data. */
+typedef void (*sbm_event_fn)(void *arg, const char *sandbox, const char *project,
+    const char *type, json_t *data);
+void sbm_set_events(struct sbm *m, sbm_event_fn fn, void *arg);
+const char *sbm_accel_name(struct sbm *m);
+/* Load the store and reconcile it with what is on this host. */
+int sbm_recover(struct sbm *m, char **cause);
+/*
+ * Graceful shutdown: suspend every running or paused sandbox (snapshot to
+ * disk) so it survives the restart, then call done. Sandboxes still busy
+ * after deadline_ms are left to sbm_free.
+ */
+void sbm_shutdown(struct sbm *m, int deadline_ms, void (*done)(void *), void *arg);
+/* Stop every remaining VM; sandboxes stay in the store. */
+void sbm_free(struct sbm *m);
+int sbm_count(struct sbm *m, const char *state);
+int sbm_live_vms(struct sbm *m);
+
+/* Validates the spec (status 400/422 with a message) and starts the create. */
+struct sandbox *sbm_create(struct sbm *m, const struct sb_spec *spec, sb_done_cb done,
+    void *arg, int *status, char **cause);
+/* A sandbox of project (NULL = any) by id, or NULL. */
+struct sandbox *sbm_find(struct sbm *m, const char *id, const char *project);
+/* Sandboxes matching a filter, in id order; returns a json array of sandbox objects. */
+json_t *sbm_list(struct sbm *m, const char *project, const char *states, json_t *metadata,
+    const char *after, int limit, char **next);
+
+enum sb_op_kind { SB_OP_CREATE, SB_OP_PAUSE, SB_OP_RESUME, SB_OP_SUSPEND, SB_OP_DELETE };
+/* Queue an operation; done runs when it completes (or is refused: 409 + state). */
+void sb_enqueue(struct sandbox *sb, enum sb_op_kind kind, sb_done_cb done, void *arg);
+
+/* Change timeouts and metadata (validated by the caller); persisted. */
+int sb_patch(struct sandbox *sb, int64_t timeout_s, int64_t idle_timeout_s, int auto_pause,
+    json_t *metadata, char **cause);
+
+json_t *sb_json(struct sandbox *sb);
+const char *sb_id(const struct sandbox *sb);
+const char *sb_state(const struct sandbox *sb);
+const char *sb_project(const struct sandbox *sb);
+const char *sb_console_path(const struct sandbox *sb);
+const char *sb_access_token(const struct sandbox *sb);
+json_t *sb_env(const struct sandbox *sb);
+/* The agent channel when the sandbox is running, else NULL. */
+struct agent_client *sb_agent(struct sandbox *sb);
+/* VMM resource use for metrics (zeros when not running). */
+void sb_host_stats(struct sandbox *sb, uint64_t *rss_bytes, double *cpu_seconds);
+
+/* Activity for idle tracking: a request, or a stream that stays open. */
+void sb_touch(struct sandbox *sb);
+void sb_stream_begin(struct sandbox *sb);
+void sb_stream_end(struct sandbox *sb);
+
+/* Keep a sandbox struct alive across async work (it may be deleted meanwhile). */
+void sb_ref(struct sandbox *sb);
+void sb_unref(struct sandbox *sb);
+int sb_gone(const struct sandbox *sb);
+
+#endif

@@ -1,0 +1,238 @@
+/*
+ * Restart recovery. The store says what each sandbox was doing when the
+ * previous airlockd stopped; the host says what is left (jailed QEMU
+ * processes under the sandbox's uid, island namespaces, sandbox dirs,
+ * snapshots). Suspended sandboxes survive as they are; one caught mid-
+ * operation is finished (delete), rolled back (resume → suspended), or
+ * failed with the reason, and every leftover resource is released.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "net/net_island.h"
+#include "sandbox/sbm.h"
+#include "sandbox/sbm_recover.h"
+#include "storage/stor_sandbox.h"
+
+/* The jail uid a sandbox held, from run/uids/<uid> (contains the name). */
+static int
+find_uid(const char *name, uid_t *uid)
+{
+	char *dir = paths_data("run/uids"), *path, *text;
+	struct dirent *de;
+	DIR *d;
+	int found = 0;
+
+	if ((d = opendir(dir)) == NULL) {
+		free(dir);
+		return 0;
+	}
+	while (!found && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		xasprintf(&path, "%s/%s", dir, de->d_name);
+		if (read_file(path, 256, &text, NULL, NULL) == 0) {
+			text[strcspn(text, "\n")] = '\0';
+			if (strcmp(text, name) == 0) {
+				*uid = (uid_t)strtoul(de->d_name, NULL, 10);
+				found = 1;
+			}
+			free(text);
+		}
+		free(path);
+	}
+	closedir(d);
+	free(dir);
+	return found;
+}
+
+/* SIGKILL every process whose real uid is uid (the jailed VMM and helpers). */
+static int
+kill_uid(uid_t uid)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	char path[300], *text, *p;
+	int killed = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
+		if (read_file(path, 65536, &text, NULL, NULL) == -1)
+			continue;
+		if ((p = strstr(text, "\nUid:")) != NULL &&
+		    (uid_t)strtoul(p + 5, NULL, 10) == uid) {
+			if (kill((pid_t)atoi(de->d_name), SIGKILL) == 0)
+				killed++;
+		}
+		free(text);
+	}
+	closedir(d);
+	return killed;
+}
+
+void
+sbm_cleanup_host(const char *name)
+{
+	struct net_island ni;
+	char *path, *cause = NULL;
+	uid_t uid;
+
+	if (find_uid(name, &uid)) {
+		int n = kill_uid(uid);
+		if (n > 0)
+			log_info("recover %s: killed %d leftover process(es) of uid %u", name, n,
+			    (unsigned)uid);
+		/* Give the kernel a moment to reap before the files go. */
+		for (int i = 0; i < 50 && kill_uid(uid) > 0; i++)
+			usleep(20000);
+		stor_uid_release(uid);
+	}
+	path = net_island_path(name);
+	if (path_exists(path)) {
+		memset(&ni, 0, sizeof(ni));
+		ni.ni_name = xstrdup(name);
+		ni.ni_path = xstrdup(path);
+		if (net_island_delete(&ni, &cause) == -1) {
+			log_warnx("recover %s: %s", name, cause);
+			free(cause);
+			cause = NULL;
+		}
+		net_island_free(&ni);
+	}
+	free(path);
+	path = paths_data("sandboxes/%s", name);
+	if (path_exists(path) && remove_tree(path, &cause) == -1) {
+		log_warnx("recover %s: %s", name, cause);
+		free(cause);
+	}
+	free(path);
+}
+
+static void
+recover_one(struct sbm *m, struct sandbox *sb)
+{
+	const char *st = sb_state(sb), *snap;
+	char *why, *dir;
+
+	if (strcmp(st, "suspended") == 0) {
+		snap = sbm_recover_snapshot(sb);
+		dir = paths_data("snapshots/%s", snap ? snap : "-");
+		if (snap == NULL || !path_exists(dir))
+			sbm_recover_mark(sb, "failed", "its suspend snapshot is missing");
+		free(dir);
+		sbm_cleanup_host(sb_id(sb));
+		return;
+	}
+	if (strcmp(st, "failed") == 0) {
+		sbm_cleanup_host(sb_id(sb));
+		return;
+	}
+	sbm_cleanup_host(sb_id(sb));
+	if (strcmp(st, "deleting") == 0) {
+		sbm_recover_delete(sb);
+		return;
+	}
+	if (strcmp(st, "suspending") == 0 || strcmp(st, "resuming") == 0) {
+		snap = sbm_recover_snapshot(sb);
+		dir = paths_data("snapshots/%s", snap ? snap : "-");
+		if (snap != NULL && path_exists(dir)) {
+			/* The snapshot is complete (committed by rename): the sandbox is suspended. */
+			sbm_recover_mark(sb, "suspended", NULL);
+			free(dir);
+			return;
+		}
+		free(dir);
+		sbm_recover_drop_snapshot(sb);
+	}
+	xasprintf(&why, "airlockd restarted while the sandbox was %s; its VM was stopped", st);
+	sbm_recover_mark(sb, "failed", why);
+	free(why);
+}
+
+/* Only names airlockd itself generates: never touch what tests or tools made. */
+static int
+is_sandbox_id(const char *name)
+{
+	size_t i;
+
+	for (i = 0; name[i] != '\0'; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
+			return 0;
+	return i == SBM_ID_LEN;
+}
+
+/* Sandbox dirs and islands that no record owns. */
+static void
+recover_orphans(struct sbm *m)
+{
+	char *dir = paths_data("sandboxes");
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (!is_sandbox_id(de->d_name) || sbm_find(m, de->d_name, NULL) != NULL)
+				continue;
+			log_info("recover: removing orphan sandbox dir %s", de->d_name);
+			sbm_cleanup_host(de->d_name);
+		}
+		closedir(d);
+	}
+	free(dir);
+	if ((d = opendir(NET_NETNS_DIR)) != NULL) {
+		size_t plen = strlen(NET_NETNS_PREFIX);
+		while ((de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, NET_NETNS_PREFIX, plen) != 0 ||
+			    !is_sandbox_id(de->d_name + plen) ||
+			    sbm_find(m, de->d_name + plen, NULL) != NULL)
+				continue;
+			log_info("recover: removing orphan island %s", de->d_name);
+			sbm_cleanup_host(de->d_name + plen);
+		}
+		closedir(d);
+	}
+}
+
+int
+sbm_recover(struct sbm *m, char **cause)
+{
+	struct store_filter f;
+	struct store_sandbox *recs;
+	struct sandbox **adopted = NULL;
+	char after[STORE_ID_MAX] = "";
+	size_t n, i, nadopted = 0;
+
+	for (;;) {
+		memset(&f, 0, sizeof(f));
+		f.after = after;
+		f.limit = STORE_LIST_LIMIT_MAX;
+		if (store_sandbox_list(sbm_store(m), &f, &recs, &n, cause) == -1)
+			return -1;
+		for (i = 0; i < n; i++) {
+			snprintf(after, sizeof(after), "%s", recs[i].id);
+			adopted = xreallocarray(adopted, nadopted + 1, sizeof(*adopted));
+			adopted[nadopted++] = sbm_adopt_record(m, &recs[i]);
+		}
+		free(recs);
+		if (n < STORE_LIST_LIMIT_MAX)
+			break;
+	}
+	for (i = 0; i < nadopted; i++)
+		recover_one(m, adopted[i]);
+	free(adopted);
+	recover_orphans(m);
+	log_info("recovered %zu sandbox(es) from the store", nadopted);
+	return 0;
+}

@@ -1,0 +1,131 @@
+"""A small client for the airlock REST API used by the integration tests:
+JSON calls, SSE streams (exec), and a daemon process under test."""
+import base64, http.client, json, os, re, signal, subprocess, time
+
+class ApiError(Exception):
+    def __init__(self, status, body):
+        super().__init__(f"HTTP {status}: {body}")
+        self.status, self.body = status, body
+
+class Client:
+    def __init__(self, port, key, timeout=600):
+        self.port, self.key, self.timeout = port, key, timeout
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+
+    def raw(self, method, path, body=None, headers=None, auth=True):
+        h = dict(headers or {})
+        if auth and self.key:
+            h["Authorization"] = "Bearer " + self.key
+        c = self.conn()
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, r.getheader("Content-Type") or "", data
+
+    def call(self, method, path, obj=None, expect=(200, 201, 204)):
+        body = None if obj is None else json.dumps(obj).encode()
+        hdr = {"Content-Type": "application/json"} if body is not None else {}
+        st, ct, data = self.raw(method, path, body, hdr)
+        parsed = json.loads(data) if data and ct.startswith("application/json") else data
+        if st not in expect:
+            raise ApiError(st, parsed)
+        return parsed
+
+    def sse(self, method, path, obj=None):
+        """Yield (event, data-dict) until the stream ends."""
+        h = {"Authorization": "Bearer " + self.key}
+        body = None
+        if obj is not None:
+            body = json.dumps(obj).encode()
+            h["Content-Type"] = "application/json"
+        c = self.conn()
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        if r.status != 200:
+            data = r.read()
+            c.close()
+            raise ApiError(r.status, data)
+        ev, buf = None, b""
+        while True:
+            line = r.fp.readline()
+            if not line:
+                break
+            line = line.rstrip(b"\r\n")
+            if line.startswith(b"event: "):
+                ev = line[7:].decode()
+            elif line.startswith(b"data: "):
+                buf = line[6:]
+            elif line == b"" and ev is not None:
+                yield ev, json.loads(buf)
+                ev, buf = None, b""
+        c.close()
+
+    def exec(self, sid, cmd, **kw):
+        """Run cmd; return (exit code, signal, stdout bytes, stderr bytes)."""
+        out, err, code, sig = b"", b"", None, None
+        body = dict(cmd=cmd, **kw)
+        for ev, d in self.sse("POST", f"/v1/sandboxes/{sid}/exec", body):
+            if ev == "stdout":
+                out += base64.b64decode(d["data"])
+            elif ev == "stderr":
+                err += base64.b64decode(d["data"])
+            elif ev == "exit":
+                code, sig = d.get("code"), d.get("signal")
+            elif ev == "error":
+                raise RuntimeError("exec error: " + d.get("message", ""))
+        return code, sig, out, err
+
+class Daemon:
+    """airlockd with its own data dir (kernel and templates shared read-only)."""
+    def __init__(self, binary, data_root):
+        self.binary, self.root = binary, data_root
+        self.dir = os.path.join(data_root, f"test-daemon-{os.getpid()}")
+        os.makedirs(self.dir, exist_ok=True)
+        for name in ("kernel", "templates", "ca", "bin"):
+            link = os.path.join(self.dir, name)
+            if not os.path.lexists(link):
+                os.symlink(os.path.join(data_root, name), link)
+        self.proc, self.port, self.key = None, None, None
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "airlockd.log"), "ab")
+        env = dict(os.environ, AIRLOCK_DATA_DIR=self.dir)
+        self.proc = subprocess.Popen([self.binary, "-c", "/dev/null", "--data-dir", self.dir,
+                                      "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env)
+        line = self.proc.stdout.readline().decode()
+        m = re.search(r"ready: http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            raise RuntimeError("airlockd did not start: " + line + self.logtail())
+        self.port = int(m.group(1))
+        self.key = open(os.path.join(self.dir, "admin.key")).read().strip()
+        return Client(self.port, self.key)
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=120)
+        self.proc = None
+
+    def logtail(self, n=4000):
+        try:
+            with open(os.path.join(self.dir, "airlockd.log"), "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def sanitizer_report(self):
+        """ASan/UBSan/LSan findings in the daemon's log (the sanitizer build)."""
+        log = self.logtail(1 << 24)
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            i = log.find(marker)
+            if i >= 0:
+                return log[max(0, i - 200):i + 3000]
+        return None
+
+    def cleanup(self):
+        self.kill(signal.SIGTERM)
+        subprocess.run(["rm", "-rf", "--one-file-system", self.dir])

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""airlockd end to end: the real daemon, real microVMs (TCG here), over HTTP.
+
+Lifecycle (create, exec, files, pause, suspend, resume, delete with no
+leftovers), concurrency, restart recovery after SIGKILL, and a bad-input
+sweep. Usage: test_daemon.py AIRLOCKD [DATA_ROOT]"""
+import base64, concurrent.futures, json, os, signal, subprocess, sys, time, traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon_client import ApiError, Client, Daemon
+
+failures = []
+
+def check(name, cond, detail=""):
+    print(("ok: " if cond else "FAIL: ") + name + ("" if cond else f" ({detail})"), flush=True)
+    if not cond:
+        failures.append(name)
+
+def qemu_pids(sid):
+    """QEMU processes serving a sandbox: their command line names its dir."""
+    out = subprocess.run(["pgrep", "-f", f"sandboxes/{sid}/"], capture_output=True, text=True)
+    return [p for p in out.stdout.split() if p]
+
+def leftovers(d, sid):
+    found = []
+    if os.path.exists(os.path.join(d.dir, "sandboxes", sid)):
+        found.append("sandbox dir")
+    if os.path.exists(f"/run/netns/airlock-{sid}"):
+        found.append("netns")
+    if qemu_pids(sid):
+        found.append("qemu process")
+    return found
+
+def expect_error(c, method, path, obj, status, code, raw=None, headers=None, auth=True):
+    if raw is not None:
+        st, ct, data = c.raw(method, path, raw, headers or {"Content-Type": "application/json"}, auth)
+    elif obj is None and not auth:
+        st, ct, data = c.raw(method, path, None, headers, auth=False)
+    else:
+        try:
+            c.call(method, path, obj, expect=())
+        except ApiError as e:
+            st, data, ct = e.status, e.body, "application/json"
+            data = json.dumps(data).encode() if isinstance(data, dict) else data
+    try:
+        body = json.loads(data)
+        ok = st == status and body["error"]["code"] == code and body["error"]["message"]
+    except Exception:
+        ok, body = False, data
+    check(f"{method} {path} -> {status} {code}", ok, f"got {st} {body}")
+
+def test_bad_input(c):
+    expect_error(c, "GET", "/v1/sandboxes", None, 401, "unauthorized", auth=False)
+    bad = Client(c.port, "al_wrong")
+    try:
+        bad.call("GET", "/v1/sandboxes", expect=())
+        check("unknown key -> 401", False)
+    except ApiError as e:
+        check("unknown key -> 401", e.status == 401)
+    expect_error(c, "POST", "/v1/sandboxes", {"vcpus": "two"}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"vcpu": 2}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"memory_mb": 1}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"env": {"1X": "a"}}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"network": {"mode": "open"}}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"template": "../etc"}, 400, "bad_request")
+    expect_error(c, "POST", "/v1/sandboxes", {"template": "nosuchtemplate"}, 422, "unprocessable")
+    expect_error(c, "POST", "/v1/sandboxes", None, 400, "bad_request", raw=b"{\"a\":")
+    expect_error(c, "POST", "/v1/sandboxes", None, 400, "bad_request", raw=b"[1,2]")
+    expect_error(c, "POST", "/v1/sandboxes", None, 400, "bad_request", raw=b"{\"template\":\"\xff\xfe\"}")
+    expect_error(c, "POST", "/v1/sandboxes", None, 415, "unsupported_media_type", raw=b"{}",
+                 headers={"Content-Type": "text/plain"})
+    expect_error(c, "POST", "/v1/sandboxes", None, 413, "too_large",
+                 raw=b"{\"x\":\"" + b"a" * (2 << 20) + b"\"}")
+    expect_error(c, "GET", "/v1/sandboxes/doesnotexist", None, 404, "not_found")
+    expect_error(c, "DELETE", "/v1/sandboxes/%2e%2e", None, 404, "not_found")
+    expect_error(c, "GET", "/v1/nothing", None, 404, "not_found")
+    expect_error(c, "PUT", "/v1/sandboxes", {}, 405, "method_not_allowed")
+    st, _, _ = c.raw("GET", "/healthz", auth=False)
+    check("daemon still serving after the sweep", st == 200)
+
+def wait_gone(pred, secs=30):
+    end = time.time() + secs
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return pred()
+
+def test_lifecycle(d, c):
+    sb = c.call("POST", "/v1/sandboxes", {"template": "base", "memory_mb": 512,
+                                          "env": {"GREETING": "hello"}, "metadata": {"t": "life"}})
+    sid = sb["id"]
+    check("create -> running", sb["state"] == "running", sb)
+    code, sig, out, err = c.exec(sid, ["echo", "hi"])
+    check("exec echo hi", code == 0 and out == b"hi\n", (code, out, err))
+    code, sig, out, err = c.exec(sid, ["sh", "-c", "exit 3"])
+    check("exec exit 3", code == 3, (code, sig))
+    code, sig, out, err = c.exec(sid, ["sh", "-c", "echo $GREETING; id -un"])
+    check("sandbox env and default user", out == b"hello\nuser\n", out)
+    payload = os.urandom(300000)
+    st, _, body = c.raw("PUT", f"/v1/sandboxes/{sid}/files?path=/home/user/data.bin", payload,
+                        {"Content-Type": "application/octet-stream"})
+    check("upload a file", st == 201, (st, body))
+    st, _, got = c.raw("GET", f"/v1/sandboxes/{sid}/files?path=/home/user/data.bin")
+    check("download it back", st == 200 and got == payload, (st, len(got)))
+    # A background process whose state must survive suspend/resume.
+    c.exec(sid, ["sh", "-c", "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done' >/dev/null 2>&1 &"])
+    time.sleep(1)
+    sb = c.call("POST", f"/v1/sandboxes/{sid}/pause")
+    check("pause", sb["state"] == "paused", sb)
+    try:
+        c.exec(sid, ["true"])
+        check("exec on a paused sandbox is refused", False, "accepted")
+    except ApiError as e:
+        check("exec on a paused sandbox is refused (409)", e.status == 409, e)
+    sb = c.call("POST", f"/v1/sandboxes/{sid}/resume")
+    check("resume from pause", sb["state"] == "running", sb)
+    code, sig, before, _ = c.exec(sid, ["cat", "/tmp/counter"])
+    sb = c.call("POST", f"/v1/sandboxes/{sid}/suspend")
+    check("suspend", sb["state"] == "suspended", sb)
+    check("suspend releases the VM (no QEMU process)", wait_gone(lambda: not qemu_pids(sid)),
+          qemu_pids(sid))
+    sb = c.call("POST", f"/v1/sandboxes/{sid}/resume")
+    check("resume from suspend", sb["state"] == "running", sb)
+    st, _, got = c.raw("GET", f"/v1/sandboxes/{sid}/files?path=/home/user/data.bin")
+    check("file survives suspend/resume", st == 200 and got == payload, (st, len(got)))
+    time.sleep(1)
+    code, sig, after, _ = c.exec(sid, ["cat", "/tmp/counter"])
+    check("background process continues after resume",
+          code == 0 and int(after or 0) > int(before or 0), (before, after))
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+    check("delete leaves nothing behind", wait_gone(lambda: not leftovers(d, sid)),
+          leftovers(d, sid))
+    try:
+        c.call("GET", f"/v1/sandboxes/{sid}", expect=())
+        check("deleted sandbox is gone", False)
+    except ApiError as e:
+        check("deleted sandbox is gone (404)", e.status == 404)
+
+def test_concurrency(c, n=10):
+    def one(i):
+        sb = c.call("POST", "/v1/sandboxes", {"memory_mb": 256, "metadata": {"batch": "c"}})
+        code, _, out, _ = c.exec(sb["id"], ["echo", str(i)])
+        return sb["id"], code == 0 and out == f"{i}\n".encode()
+    with concurrent.futures.ThreadPoolExecutor(n) as ex:
+        results = list(ex.map(one, range(n)))
+    check(f"{n} concurrent creates and execs", all(ok for _, ok in results), results)
+    st, _, metrics = c.raw("GET", "/metrics", auth=False)
+    text = metrics.decode()
+    check("metrics count the creates", "airlock_sandbox_creates_total" in text and
+          'airlock_sandboxes{state="running"} %d' % n in text, text[-400:])
+    for sid, _ in results:
+        c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+def test_restart(d, c):
+    # SIGKILL while a create is in flight.
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(lambda: c.call("POST", "/v1/sandboxes", {"memory_mb": 256}, expect=(201, 500, 502, 504)))
+        time.sleep(0.8)
+        d.kill()
+        try:
+            fut.result(timeout=60)
+        except Exception:
+            pass
+    c = d.start()
+    sbs = c.call("GET", "/v1/sandboxes")["sandboxes"]
+    check("after SIGKILL mid-create: every sandbox usable or cleanly failed",
+          all(s["state"] in ("running", "failed", "suspended") for s in sbs), sbs)
+    for s in sbs:
+        check(f"no QEMU left for failed {s['id']}", s["state"] != "failed" or not qemu_pids(s["id"]))
+        c.call("DELETE", f"/v1/sandboxes/{s['id']}")
+    # SIGKILL during a suspend.
+    sb = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})
+    sid = sb["id"]
+    c.exec(sid, ["sh", "-c", "echo kept > /home/user/kept"])
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        ex.submit(lambda: c.call("POST", f"/v1/sandboxes/{sid}/suspend", expect=(200, 500)))
+        time.sleep(0.3)
+        d.kill()
+    c = d.start()
+    sb = c.call("GET", f"/v1/sandboxes/{sid}")
+    check("after SIGKILL mid-suspend: suspended or failed", sb["state"] in ("suspended", "failed"), sb)
+    check("no QEMU left after restart", not qemu_pids(sid), qemu_pids(sid))
+    if sb["state"] == "suspended":
+        sb = c.call("POST", f"/v1/sandboxes/{sid}/resume")
+        _, _, out, _ = c.exec(sid, ["cat", "/home/user/kept"])
+        check("resumed after restart with its files", out == b"kept\n", out)
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+    check("restart test leaves nothing", wait_gone(lambda: not leftovers(d, sid)), leftovers(d, sid))
+    return c
+
+def main():
+    binary = sys.argv[1]
+    root = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
+    d = Daemon(binary, root)
+    try:
+        c = d.start()
+        for name, fn in (("bad input", lambda: test_bad_input(c)),
+                         ("lifecycle", lambda: test_lifecycle(d, c)),
+                         ("concurrency", lambda: test_concurrency(c)),
+                         ("restart", lambda: test_restart(d, c))):
+            print(f"-- {name}", flush=True)
+            try:
+                fn()
+            except Exception as e:
+                traceback.print_exc()
+                check(f"{name} raised no exception", False, repr(e))
+        d.kill(signal.SIGTERM)
+        report = d.sanitizer_report()
+        check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
+    finally:
+        if failures:
+            print("airlockd log tail:\n" + d.logtail(), flush=True)
+        d.cleanup()
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
