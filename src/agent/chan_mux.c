@@ -684,10 +684,22 @@ chan_mux_new(struct event_base *base, int fd, enum chan_role role,
 void
 chan_mux_feed(struct chan_mux *mux, const void *data, size_t len)
 {
+	struct evbuffer *in;
+
 	if (mux->mx_link == NULL)
 		return;
-	evbuffer_add(bufferevent_get_input(mux->mx_link), data, len);
-	mux_link_read(mux->mx_link, mux);
+	/*
+	 * A bufferevent keeps the end of its input buffer frozen outside its own
+	 * reads, so a plain evbuffer_add() here fails and the bytes (the host's
+	 * HELLO, read by the guest's probe) would be lost.
+	 */
+	in = bufferevent_get_input(mux->mx_link);
+	evbuffer_unfreeze(in, 0);
+	if (evbuffer_add(in, data, len) == -1)
+		len = 0;
+	evbuffer_freeze(in, 0);
+	if (len > 0)
+		mux_link_read(mux->mx_link, mux);
 }
 
 void
