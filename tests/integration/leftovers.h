@@ -15,7 +15,7 @@
 
 #include "common/util.h"
 
-static void
+static __attribute__((unused)) void
 lo_append(char **acc, const char *kind, const char *what)
 {
 	char *n;
@@ -27,7 +27,7 @@ lo_append(char **acc, const char *kind, const char *what)
 
 static const char *lo_tag;
 
-static void
+static __attribute__((unused)) void
 lo_dir(char **acc, const char *kind, const char *dir, const char *prefix)
 {
 	struct dirent *de;
@@ -48,7 +48,7 @@ lo_dir(char **acc, const char *kind, const char *dir, const char *prefix)
 }
 
 /* Recursive listing of cgroup directories below dir. */
-static void
+static __attribute__((unused)) void
 lo_cgroups(char **acc, const char *dir, int depth)
 {
 	struct dirent *de;
@@ -70,7 +70,7 @@ lo_cgroups(char **acc, const char *dir, int depth)
 	closedir(d);
 }
 
-static char *
+static __attribute__((unused)) char *
 leftovers(const char *tag)
 {
 	static const char *const hier[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu",

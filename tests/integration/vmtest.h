@@ -74,7 +74,7 @@ static struct template_paths vt_tp;
 static struct accel_info vt_ai;
 static char *vt_kernel_id;
 
-static void
+static __attribute__((unused)) void
 vt_event(struct vm *vm, const struct vm_event *e, void *arg)
 {
 	struct vt *t = arg;
@@ -99,7 +99,7 @@ vt_event(struct vm *vm, const struct vm_event *e, void *arg)
 	}
 }
 
-static void
+static __attribute__((unused)) void
 vt_done(struct vm *vm, const char *error, void *arg)
 {
 	struct vt *t = arg;
@@ -112,7 +112,7 @@ vt_done(struct vm *vm, const char *error, void *arg)
 		fprintf(stderr, "   op failed: %s\n", error);
 }
 
-static double
+static __attribute__((unused)) double
 vt_now(void)
 {
 	struct timespec ts;
@@ -121,14 +121,14 @@ vt_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void
+static __attribute__((unused)) void
 vt_tick(evutil_socket_t fd, short ev, void *arg)
 {
 	event_base_loopbreak(vt_base);
 }
 
 /* Run the loop for up to ms (returns early on any event ~every 10 ms). */
-static void
+static __attribute__((unused)) void
 vt_run(int ms)
 {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -140,7 +140,7 @@ vt_run(int ms)
 }
 
 /* Run until *flag is set or timeout_ms pass; 0 when set. */
-static int
+static __attribute__((unused)) int
 vt_wait_flag(int *flag, int timeout_ms)
 {
 	double end = vt_now() + timeout_ms / 1000.0;
@@ -151,7 +151,7 @@ vt_wait_flag(int *flag, int timeout_ms)
 }
 
 /* Index of the first line at or after from containing needle, or -1. */
-static int
+static __attribute__((unused)) int
 vt_find(struct vt *t, int from, const char *needle)
 {
 	int i;
@@ -162,7 +162,7 @@ vt_find(struct vt *t, int from, const char *needle)
 	return -1;
 }
 
-static int
+static __attribute__((unused)) int
 vt_wait_line(struct vt *t, int from, const char *needle, int timeout_ms)
 {
 	double end = vt_now() + timeout_ms / 1000.0;
@@ -176,7 +176,7 @@ vt_wait_line(struct vt *t, int from, const char *needle, int timeout_ms)
 }
 
 /* The counter of the last complete "CNT n" line at or after from, or -1. */
-static long
+static __attribute__((unused)) long
 vt_last_cnt(struct vt *t, int from, int *at)
 {
 	long n = -1;
@@ -193,7 +193,7 @@ vt_last_cnt(struct vt *t, int from, int *at)
 	return n;
 }
 
-static void
+static __attribute__((unused)) void
 vt_clear(struct vt *t)
 {
 	int i;
@@ -213,7 +213,7 @@ vt_clear(struct vt *t)
  * connection stays open until vt_clear: the guest reads only while a host
  * side is connected, and under load it may take a while to get there.
  */
-static int
+static __attribute__((unused)) int
 vt_send(struct vt *t, const char *line)
 {
 	struct sockaddr_un sun;
@@ -234,7 +234,7 @@ vt_send(struct vt *t, const char *line)
 }
 
 /* Put the test init into a sandbox's rootfs (debugfs: no mount needed). */
-static int
+static __attribute__((unused)) int
 vt_install_init(const struct stor_sandbox *ss, char **cause)
 {
 	char *script, *cmd;
@@ -254,7 +254,7 @@ vt_install_init(const struct stor_sandbox *ss, char **cause)
 	return rc;
 }
 
-static int
+static __attribute__((unused)) int
 vt_setup(void)
 {
 	char *cause = NULL, hex[65];
@@ -276,7 +276,7 @@ vt_setup(void)
 	return 0;
 }
 
-static void
+static __attribute__((unused)) void
 vt_teardown(void)
 {
 	template_paths_free(&vt_tp);
@@ -284,7 +284,7 @@ vt_teardown(void)
 	event_base_free(vt_base);
 }
 
-static struct vm_config
+static __attribute__((unused)) struct vm_config
 vt_config(const char *name, const struct stor_sandbox *ss, int netns_fd, int tap_fd,
     const char *append)
 {
