@@ -611,8 +611,10 @@ again:
 		early = r == 1;
 		r = r == -1 ? -1 : 0;
 	}
-	if (r == -1 && !(c->reused && !retried && upload_fd < 0))
+	if (r == -1 && !(c->reused && !retried && upload_fd < 0)) {
+		cli_conn_close(c);
 		return -1;
+	}
 	if (r == 0)
 		r = cli_conn_read_head(c, cause);
 	if (r != 0) {

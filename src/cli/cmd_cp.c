@@ -152,6 +152,16 @@ cp_upload(struct cli_api *api, const char *local, const char *id, const char *rp
 	return rv;
 }
 
+/* mkostemp makes 0600; a copied file gets what cp would give a new one. */
+static mode_t
+cp_newmode(void)
+{
+	mode_t mask = umask(0);
+
+	umask(mask);
+	return 0666 & ~mask;
+}
+
 struct cp_sink {
 	int			 fd;
 	struct cp_progress	*prog;
@@ -221,7 +231,8 @@ cp_download(struct cli_api *api, const char *id, const char *rpath, const char *
 		cp_progress_end(&prog);
 		if (to_stdout)
 			rv = CLI_EXIT_OK;
-		else if (fsync(sink.fd) == -1 || rename(tmp, target) == -1)
+		else if (fchmod(sink.fd, cp_newmode()) == -1 || fsync(sink.fd) == -1 ||
+		    rename(tmp, target) == -1)
 			cli_fail("%s: %s", target, strerror(errno));
 		else
 			rv = CLI_EXIT_OK;

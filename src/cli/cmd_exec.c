@@ -270,8 +270,20 @@ exec_signal(struct exec_state *ex, int sig, int *interrupts)
 		return 1;
 	}
 	name = sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
-	if (exec_process_post(ex, "signal", json_pack("{s:s}", "signal", name), &cause) == -1)
-		cli_fail_cause(cause);
+	if (exec_process_post(ex, "signal", json_pack("{s:s}", "signal", name), &cause) == 0)
+		return 0;
+	/*
+	 * Someone asking to stop a command wants it stopped: when the signal
+	 * itself is refused, SIGTERM is the closest one every agent takes.
+	 */
+	if (sig != SIGTERM) {
+		free(cause);
+		cause = NULL;
+		if (exec_process_post(ex, "signal", json_pack("{s:s}", "signal", "SIGTERM"),
+		    &cause) == 0)
+			return 0;
+	}
+	cli_fail_cause(cause);
 	return 0;
 }
 
