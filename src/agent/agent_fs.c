@@ -218,9 +218,9 @@ fs_move_end(struct http_conn *hc)
 	if ((j = fs_request(hc, &u, "source", &src)) == NULL)
 		return;
 	v = jget(j, "destination", NULL);
-	dst = path_resolve(json_is_string(v) ? json_string_value(v) : "", &u);
+	dst = json_is_string(v) ? path_resolve(json_string_value(v), &u) : NULL;
 	json_decref(j);
-	if (dst == NULL || !json_is_string(v)) {
+	if (dst == NULL) {
 		connect_error(hc, "invalid_argument", "destination is required");
 	} else if (mkdir_parents(dst, &u) == -1 || rename(src, dst) == -1)
 		fs_errno(hc, "move", src, errno);

@@ -18,7 +18,7 @@
 
 #include "agent_http.h"
 
-enum hc_state { HC_HEAD, HC_BODY, HC_HANDLER, HC_NEXT, HC_CLOSING };
+enum hc_state { HC_HEAD, HC_BODY, HC_HANDLER, HC_NEXT, HC_CLOSING, HC_LINGER };
 
 struct http_conn {
 	struct bufferevent		*hc_bev;
@@ -757,6 +757,7 @@ hc_process(struct http_conn *hc)
 			break;
 		case HC_HANDLER:
 		case HC_CLOSING:
+		case HC_LINGER:
 			return;
 		}
 	}
@@ -765,17 +766,40 @@ hc_process(struct http_conn *hc)
 static void
 hc_read(struct bufferevent *bev, void *arg)
 {
-	hc_process(arg);
+	struct http_conn *hc = arg;
+
+	if (hc->hc_state == HC_LINGER) {
+		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+		return;
+	}
+	hc_process(hc);
 }
 
 static void
 hc_write(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *hc = arg;
+	struct timeval tv = { HTTP_LINGER_S, 0 };
 
 	if (hc->hc_state == HC_CLOSING) {
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+			return;
+		if (hc->hc_peer_eof) {
 			hc_free(hc);
+			return;
+		}
+		/*
+		 * Lingering close: closing a socket with unread input resets
+		 * the peer, which could drop the answer we just queued (an
+		 * early 413/400 before the body was read, a head too large).
+		 * Shut our side and discard input until the peer closes too,
+		 * bounded in time.
+		 */
+		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		hc->hc_state = HC_LINGER;
+		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+		bufferevent_set_timeouts(bev, &tv, NULL);
+		bufferevent_enable(bev, EV_READ);
 		return;
 	}
 	if (hc->hc_handler != NULL && hc->hc_handler->drain != NULL)
@@ -787,7 +811,7 @@ hc_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct http_conn *hc = arg;
 
-	if (what & BEV_EVENT_ERROR) {
+	if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT) || hc->hc_state == HC_LINGER) {
 		hc_free(hc);
 		return;
 	}

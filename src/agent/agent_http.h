@@ -24,6 +24,7 @@ struct event_base;
 #define HTTP_MAX_LINE		256		/* chunk-size line */
 #define HTTP_MAX_BODY		(4 * 1024 * 1024)	/* buffered (RPC) bodies */
 #define HTTP_OUT_HIGH		(1024 * 1024)	/* a streaming handler pauses above this */
+#define HTTP_LINGER_S		5	/* discard an unread body this long after an early answer */
 
 struct http_header {
 	char	*name;

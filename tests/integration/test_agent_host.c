@@ -1,0 +1,1040 @@
+/*
+ * The guest agent without a VM: airlock-agent-host serves its channel on a
+ * unix socket, airlock-agentctl forwards a local socket to guest port
+ * 49983 through the channel (the same host client airlockd uses), and the
+ * test speaks envd HTTP to it. Covers the E2B JS SDK's recorded envd
+ * requests (../shared/spec/e2b-observed-requests.txt) and the issue's list:
+ * exec, exit codes, stdin, signals, PTY, reattach, files up/down incl.
+ * 100 MB, watches, bad input of every kind, 20 execs beside a 100 MB
+ * upload, port forwarding, access token.
+ *
+ * The agent runs as root with a private passwd where "user" is uid 1000
+ * with its home in the temporary directory, so nothing outside it changes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent_harness.h"
+#include "../unit/t.h"
+
+#define BIG_LEN		(100u * 1024 * 1024)
+#define N_EXEC		20
+
+static char dir[64], api[128], chan_sock[128], home[128];
+static const char *agent_bin, *ctl_bin;
+static pid_t agent_pid, fwd_pid;
+
+static char *
+jstr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *
+jstr(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) == -1)
+		abort();
+	va_end(ap);
+	return s;
+}
+
+static json_t *
+body_json(const struct hresp *r)
+{
+	return json_loadb(r->body != NULL ? r->body : "", r->len, 0, NULL);
+}
+
+/* JSON error body {"code":..}: string for Connect, integer for REST. */
+static int
+has_code_str(const struct hresp *r, const char *code)
+{
+	json_t *j = body_json(r);
+	int ok = j != NULL && json_is_string(json_object_get(j, "code")) &&
+	    strcmp(json_string_value(json_object_get(j, "code")), code) == 0 &&
+	    json_is_string(json_object_get(j, "message"));
+
+	json_decref(j);
+	return ok;
+}
+
+static int
+has_code_int(const struct hresp *r, int code)
+{
+	json_t *j = body_json(r);
+	int ok = j != NULL && json_integer_value(json_object_get(j, "code")) == code &&
+	    json_is_string(json_object_get(j, "message"));
+
+	json_decref(j);
+	return ok;
+}
+
+static void
+test_health(void)
+{
+	struct hresp r;
+
+	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 204);
+	ah_resp_free(&r);
+}
+
+/* The JS SDK's Start requests, as recorded. */
+static void
+test_e2b_exec(void)
+{
+	struct ah_run run;
+
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\","
+	    "\"echo hi; echo err 1>&2\"]},\"stdin\":false}",
+	    "Connect-Timeout-Ms: 60000\r\nKeepalive-Ping-Interval: 50\r\n", &run) == 0);
+	CHECK(run.http_status == 200);
+	CHECK(run.start_first && run.pid > 0);
+	CHECK_STR(run.out, "hi\n");
+	CHECK_STR(run.err, "err\n");
+	CHECK(run.ended && run.exit_code == 0 && run.exited);
+	CHECK_STR(run.status, "exit status 0");
+	CHECK_STR(run.error, "");
+	CHECK(run.end_stream && run.stream_error[0] == '\0');
+	ah_run_free(&run);
+
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"exit 3\"]},"
+	    "\"stdin\":false}", NULL, &run) == 0);
+	CHECK(run.ended && run.exit_code == 3);
+	CHECK_STR(run.error, "exit status 3");
+	CHECK(run.end_stream);
+	ah_run_free(&run);
+
+	/* Sandbox env (env file), request envs, HOME/USER, cwd, default user uid 1000. */
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\","
+	    "\"echo $FOO $A $USER $HOME $(id -u) $(pwd)\"],\"envs\":{\"A\":\"1\"},\"cwd\":\"/tmp\"}}",
+	    NULL, &run) == 0);
+	{
+		char *want = jstr("bar 1 user %s 1000 /tmp\n", home);
+
+		CHECK_STR(run.out, want);
+		free(want);
+	}
+	ah_run_free(&run);
+
+	/* Basic auth picks the user, as the SDK sends it for user: "root". */
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"id\",\"args\":[\"-u\"]}}",
+	    "Authorization: Basic cm9vdDo=\r\n", &run) == 0);
+	CHECK_STR(run.out, "0\n");
+	ah_run_free(&run);
+
+	/* A missing cwd, a missing binary, an unknown user: errors in the end-stream, HTTP 200. */
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"true\",\"cwd\":\"/nonexistent\"}}", NULL, &run) == 0);
+	CHECK(run.http_status == 200 && run.end_stream && !run.ended);
+	CHECK_STR(run.stream_error, "invalid_argument");
+	ah_run_free(&run);
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/no/such/binary\"}}", NULL, &run) == 0);
+	CHECK(run.end_stream);
+	CHECK_STR(run.stream_error, "internal");
+	ah_run_free(&run);
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"true\"}}", "Authorization: Basic bm9ib2R5Og==\r\n",
+	    &run) == 0);
+	CHECK_STR(run.stream_error, "unauthenticated");
+	ah_run_free(&run);
+	CHECK(ah_exec(api, "{\"process\":{}}", NULL, &run) == 0);
+	CHECK_STR(run.stream_error, "invalid_argument");
+	ah_run_free(&run);
+	/* Connect-Timeout-Ms kills the process. */
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"sleep\",\"args\":[\"30\"]}}",
+	    "Connect-Timeout-Ms: 300\r\n", &run) == 0);
+	CHECK(run.ended && !run.exited && run.exit_code == -1);
+	CHECK_STR(run.status, "signal: killed");
+	ah_run_free(&run);
+}
+
+/* stdin: the start event is flushed before the process has produced anything. */
+struct streamer {
+	int	fd;
+	int	pid;
+};
+
+static int
+stream_open(const char *json, const char *path, struct streamer *s)
+{
+	char *env, *chunk;
+	size_t len;
+	struct hresp r;
+	ssize_t n;
+	json_t *j;
+
+	memset(s, 0, sizeof(*s));
+	if ((s->fd = ah_unix_connect(api)) == -1)
+		return -1;
+	env = ah_envelope(json, &len);
+	ah_send(s->fd, "POST", path, "Content-Type: application/connect+json\r\n", env, len);
+	free(env);
+	if (ah_read_head(s->fd, &r) == -1 || r.status != 200) {
+		ah_resp_free(&r);
+		return -1;
+	}
+	ah_resp_free(&r);
+	/* One chunk = one envelope: the first must be the start event. */
+	if ((n = ah_read_chunk(s->fd, &chunk)) <= 5)
+		return -1;
+	j = json_loadb(chunk + 5, (size_t)n - 5, 0, NULL);
+	s->pid = (int)json_integer_value(json_object_get(json_object_get(json_object_get(j,
+	    "event"), "start"), "pid"));
+	if (json_object_get(j, "start") != NULL)
+		s->pid = 1;	/* WatchDir's {"start":{}} */
+	json_decref(j);
+	free(chunk);
+	return s->pid > 0 ? 0 : -1;
+}
+
+/* Read the rest of a stream into run (after stream_open consumed the start). */
+static int
+stream_finish(struct streamer *s, struct ah_run *run)
+{
+	char *chunk, *all = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int rc;
+
+	memset(run, 0, sizeof(*run));
+	run->out = calloc(1, 1);
+	run->err = calloc(1, 1);
+	run->pty = calloc(1, 1);
+	while ((n = ah_read_chunk(s->fd, &chunk)) > 0) {
+		all = realloc(all, len + (size_t)n);
+		memcpy(all + len, chunk, (size_t)n);
+		len += (size_t)n;
+		free(chunk);
+	}
+	rc = n == 0 ? ah_parse_stream(all, len, run) : -1;
+	free(all);
+	close(s->fd);
+	return rc;
+}
+
+static void
+test_stdin_and_list(void)
+{
+	struct streamer s;
+	struct ah_run run;
+	struct hresp r;
+	char *req;
+	json_t *j, *procs;
+
+	/* The process blocks on stdin, so the start event cannot be waiting for output. */
+	CHECK(stream_open("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"cat\"]},"
+	    "\"stdin\":true}", "/process.Process/Start", &s) == 0);
+	CHECK(ah_rpc(api, "process.Process/List", "{}", NULL, &r) == 200);
+	j = body_json(&r);
+	procs = json_object_get(j, "processes");
+	CHECK(json_array_size(procs) >= 1);
+	CHECK(json_object_get(json_array_get(procs, 0), "config") != NULL);
+	json_decref(j);
+	ah_resp_free(&r);
+	req = jstr("{\"process\":{\"pid\":%d},\"input\":{\"stdin\":\"YWJjCg==\"}}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+	CHECK(r.len == 2 && strcmp(r.body, "{}") == 0);
+	CHECK_STR(ah_header(&r, "Content-Type"), "application/json");
+	ah_resp_free(&r);
+	free(req);
+	req = jstr("{\"process\":{\"pid\":%d}}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/CloseStdin", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s, &run) == 0);
+	CHECK_STR(run.out, "abc\n");
+	CHECK(run.ended && run.exit_code == 0 && run.end_stream);
+	ah_run_free(&run);
+	/* Input to a process without stdin is refused. */
+	CHECK(ah_rpc(api, "process.Process/SendInput",
+	    "{\"process\":{\"pid\":999999},\"input\":{\"stdin\":\"YQ==\"}}", NULL, &r) == 404);
+	CHECK(has_code_str(&r, "not_found"));
+	ah_resp_free(&r);
+}
+
+static void
+test_signal(void)
+{
+	struct streamer s;
+	struct ah_run run;
+	struct hresp r;
+	char *req;
+
+	CHECK(stream_open("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"sleep 30\"],"
+	    "\"envs\":{\"A\":\"1\"},\"cwd\":\"/tmp\"},\"stdin\":false}", "/process.Process/Start",
+	    &s) == 0);
+	req = jstr("{\"process\":{\"pid\":%d},\"signal\":\"SIGNAL_SIGKILL\"}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/SendSignal", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s, &run) == 0);
+	CHECK(run.ended && run.exit_code == -1 && !run.exited);
+	CHECK_STR(run.status, "signal: killed");
+	CHECK_STR(run.error, "signal: killed");
+	CHECK(run.end_stream);
+	ah_run_free(&run);
+	CHECK(ah_rpc(api, "process.Process/SendSignal",
+	    "{\"process\":{\"pid\":999999},\"signal\":\"SIGNAL_SIGKILL\"}", NULL, &r) == 404);
+	CHECK(has_code_str(&r, "not_found"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "process.Process/SendSignal",
+	    "{\"process\":{\"pid\":1},\"signal\":\"SIGNAL_SIGSTOP\"}", NULL, &r) == 400);
+	CHECK(has_code_str(&r, "invalid_argument"));
+	ah_resp_free(&r);
+}
+
+static void
+test_pty(void)
+{
+	struct streamer s;
+	struct ah_run run;
+	struct hresp r;
+	char *req;
+
+	CHECK(stream_open("{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\","
+	    "\"stty size; read x; stty size; echo got $x\"],\"envs\":{\"TERM\":\"xterm\"}},"
+	    "\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", "/process.Process/Start", &s) == 0);
+	/* Resize only after the first stty ran, or it could see the new size. */
+	{
+		char *chunk;
+		int seen = 0;
+
+		while (!seen && ah_read_chunk(s.fd, &chunk) > 5) {
+			seen = strstr(chunk + 5, "\"pty\"") != NULL;
+			free(chunk);
+		}
+		CHECK(seen);
+	}
+	req = jstr("{\"process\":{\"pid\":%d},\"pty\":{\"size\":{\"cols\":100,\"rows\":30}}}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/Update", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	req = jstr("{\"process\":{\"pid\":%d},\"input\":{\"pty\":\"aGVsbG8K\"}}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s, &run) == 0);
+	CHECK(strstr(run.pty, "30 100") != NULL);
+	CHECK(strstr(run.pty, "got hello") != NULL);
+	CHECK(run.outlen == 0);
+	CHECK(run.ended && run.exit_code == 0);
+	ah_run_free(&run);
+	CHECK(ah_rpc(api, "process.Process/Update",
+	    "{\"process\":{\"pid\":999999},\"pty\":{\"size\":{\"cols\":1,\"rows\":1}}}", NULL, &r) == 404);
+	ah_resp_free(&r);
+}
+
+/* A client disconnects; the process lives on; Connect replays and continues. */
+static void
+test_reattach(void)
+{
+	struct streamer s, s2;
+	struct ah_run run;
+	struct hresp r;
+	char *req, *chunk;
+	int pid;
+
+	CHECK(stream_open("{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\","
+	    "\"echo before; read x; echo after $x\"]},\"stdin\":true}", "/process.Process/Start",
+	    &s) == 0);
+	pid = s.pid;
+	/* Wait for "before", then hang up. */
+	CHECK(ah_read_chunk(s.fd, &chunk) > 0);
+	free(chunk);
+	close(s.fd);
+	req = jstr("{\"process\":{\"pid\":%d}}", pid);
+	CHECK(stream_open(req, "/process.Process/Connect", &s2) == 0);
+	CHECK(s2.pid == pid);
+	free(req);
+	req = jstr("{\"process\":{\"pid\":%d},\"input\":{\"stdin\":\"eW8K\"}}", pid);
+	CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s2, &run) == 0);
+	CHECK_STR(run.out, "before\nafter yo\n");	/* replayed, then live */
+	CHECK(run.ended && run.exit_code == 0 && run.end_stream);
+	ah_run_free(&run);
+	/* A finished process cannot be reattached. */
+	req = jstr("{\"process\":{\"pid\":%d}}", pid);
+	{
+		size_t len;
+		char *env = ah_envelope(req, &len);
+
+		CHECK(ah_request(api, "POST", "/process.Process/Connect",
+		    "Content-Type: application/connect+json\r\n", env, len, &r) == 0);
+		memset(&run, 0, sizeof(run));
+		CHECK(ah_parse_stream(r.body, r.len, &run) == 0);
+		CHECK_STR(run.stream_error, "not_found");
+		free(env);
+		ah_resp_free(&r);
+		ah_run_free(&run);
+	}
+	free(req);
+}
+
+/* Send a chunked body in pieces, as undici does for /files. */
+static int
+send_chunked(int fd, const char *target, const char *ctype, const char *body, size_t len)
+{
+	char head[1024], sz[32];
+	size_t off = 0, n;
+
+	snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: agent\r\nContent-Type: %s\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n", target, ctype);
+	if (ah_write_all(fd, head, strlen(head)) == -1)
+		return -1;
+	while (off < len) {
+		n = len - off > 7 ? 7 : len - off;
+		snprintf(sz, sizeof(sz), "%zx\r\n", n);
+		if (ah_write_all(fd, sz, strlen(sz)) == -1 || ah_write_all(fd, body + off, n) == -1 ||
+		    ah_write_all(fd, "\r\n", 2) == -1)
+			return -1;
+		off += n;
+	}
+	return ah_write_all(fd, "0\r\n\r\n", 5);
+}
+
+static void
+test_e2b_files(void)
+{
+	struct hresp r;
+	char *target, *body, *want, *p;
+	json_t *j, *e;
+	size_t i;
+	int fd;
+
+	/* Multipart with the full path as filename, ?path= set, chunked body. */
+	target = jstr("/files?path=%s%%2Fa.txt", home);
+	body = jstr("------formdata-undici-075540592812\r\nContent-Disposition: form-data; "
+	    "name=\"file\"; filename=\"%s/a.txt\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+	    "hello file\r\n------formdata-undici-075540592812--\r\n", home);
+	fd = ah_unix_connect(api);
+	CHECK(send_chunked(fd, target, "multipart/form-data; boundary=----formdata-undici-075540592812",
+	    body, strlen(body)) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	j = body_json(&r);
+	CHECK(json_array_size(j) == 1);
+	e = json_array_get(j, 0);
+	CHECK(json_object_size(e) == 3);	/* exactly name, type, path */
+	CHECK_STR(json_string_value(json_object_get(e, "name")), "a.txt");
+	CHECK_STR(json_string_value(json_object_get(e, "type")), "file");
+	want = jstr("%s/a.txt", home);
+	CHECK_STR(json_string_value(json_object_get(e, "path")), want);
+	free(want);
+	json_decref(j);
+	ah_resp_free(&r);
+	free(target);
+	free(body);
+
+	/* Keep-alive: a second request on the same connection, octet-stream, relative path. */
+	CHECK(send_chunked(fd, "/files?path=rel%2Fb.txt", "application/octet-stream", "octet", 5) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	want = jstr("[{\"name\":\"b.txt\",\"type\":\"file\",\"path\":\"%s/rel/b.txt\"}]", home);
+	CHECK_STR(r.body, want);
+	free(want);
+	ah_resp_free(&r);
+	close(fd);
+
+	/* Two files in one request, no ?path=. */
+	body = jstr("------formdata-undici-013289807675\r\nContent-Disposition: form-data; name=\"file\"; "
+	    "filename=\"%s/m1.txt\"\r\nContent-Type: application/octet-stream\r\n\r\none\r\n"
+	    "------formdata-undici-013289807675\r\nContent-Disposition: form-data; name=\"file\"; "
+	    "filename=\"%s/m2.txt\"\r\nContent-Type: application/octet-stream\r\n\r\ntwo\r\n"
+	    "------formdata-undici-013289807675--\r\n", home, home);
+	fd = ah_unix_connect(api);
+	CHECK(send_chunked(fd, "/files", "multipart/form-data; boundary=----formdata-undici-013289807675",
+	    body, strlen(body)) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	j = body_json(&r);
+	CHECK(json_array_size(j) == 2);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(j, 1), "name")), "m2.txt");
+	json_decref(j);
+	ah_resp_free(&r);
+	close(fd);
+	free(body);
+
+	/* Read back; ownership is the acting user's. */
+	target = jstr("/files?path=%s%%2Fa.txt", home);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 200 && r.len == 10 && memcmp(r.body, "hello file", 10) == 0);
+	CHECK_STR(ah_header(&r, "Content-Type"), "application/octet-stream");
+	ah_resp_free(&r);
+	free(target);
+	{
+		struct stat st;
+		char *path = jstr("%s/rel/b.txt", home);
+
+		CHECK(stat(path, &st) == 0 && st.st_uid == 1000);
+		free(path);
+	}
+	target = jstr("/files?path=%s%%2Fmissing", home);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 404 && has_code_int(&r, 404));
+	ah_resp_free(&r);
+	free(target);
+	target = jstr("/files?path=%s", home);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 400 && has_code_int(&r, 400));
+	ah_resp_free(&r);
+	free(target);
+	CHECK(ah_request(api, "GET", "/files?path=x&username=nobody", NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 401 && has_code_int(&r, 401));
+	ah_resp_free(&r);
+	/* Uploads: a directory target, an unsupported type, a body with no closing boundary. */
+	target = jstr("/files?path=%s", home);
+	CHECK(ah_request(api, "POST", target, "Content-Type: application/octet-stream\r\n", "x", 1,
+	    &r) == 0);
+	CHECK(r.status == 400 && has_code_int(&r, 400));
+	ah_resp_free(&r);
+	free(target);
+	CHECK(ah_request(api, "POST", "/files?path=x", "Content-Type: text/plain\r\n", "x", 1, &r) == 0);
+	CHECK(r.status == 400);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/files?path=x", "Content-Type: multipart/form-data; boundary=zz\r\n",
+	    "--zz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc", 52, &r) == 0);
+	CHECK(r.status == 400);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/files", "Content-Type: multipart/form-data; boundary=zz\r\n",
+	    "--zz--\r\n", 8, &r) == 0);
+	CHECK(r.status == 400);	/* no file: the SDKs throw on an empty list */
+	ah_resp_free(&r);
+
+	/* ListDir / Stat / MakeDir as the SDK sends them. */
+	body = jstr("{\"path\":\"%s\",\"depth\":1}", home);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/ListDir", body, NULL, &r) == 200);
+	j = body_json(&r);
+	e = json_object_get(j, "entries");
+	CHECK(json_array_size(e) >= 4);
+	for (i = 0; i < json_array_size(e); i++) {
+		p = (char *)json_string_value(json_object_get(json_array_get(e, i), "path"));
+		CHECK(p != NULL && p[0] == '/');
+		CHECK(strchr(p + strlen(home) + 1, '/') == NULL);	/* depth 1 */
+	}
+	json_decref(j);
+	ah_resp_free(&r);
+	free(body);
+	body = jstr("{\"path\":\"%s\",\"depth\":2}", home);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/ListDir", body, NULL, &r) == 200);
+	CHECK(strstr(r.body, "/rel/b.txt") != NULL);
+	ah_resp_free(&r);
+	free(body);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Stat", "{\"path\":\"nope\"}", NULL, &r) == 404);
+	CHECK(has_code_str(&r, "not_found"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Stat", "{\n  \"path\": \"a.txt\"\n}", NULL, &r) == 200);
+	j = body_json(&r);
+	e = json_object_get(j, "entry");
+	CHECK_STR(json_string_value(json_object_get(e, "type")), "FILE_TYPE_FILE");
+	CHECK_STR(json_string_value(json_object_get(e, "size")), "10");
+	CHECK_STR(json_string_value(json_object_get(e, "permissions")), "-rw-r--r--");
+	CHECK_STR(json_string_value(json_object_get(e, "owner")), "user");
+	json_decref(j);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"dir/sub\"}", NULL, &r) == 200);
+	CHECK(strstr(r.body, "FILE_TYPE_DIRECTORY") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"dir/sub\"}", NULL, &r) == 409);
+	CHECK(has_code_str(&r, "already_exists"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"a.txt\"}", NULL, &r) == 400);
+	CHECK(has_code_str(&r, "invalid_argument"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/ListDir", "{\"path\":\"a.txt\"}", NULL, &r) == 400);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Move",
+	    "{\"source\":\"m1.txt\",\"destination\":\"moved/m1.txt\"}", NULL, &r) == 200);
+	CHECK(strstr(r.body, "moved/m1.txt") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Move",
+	    "{\"source\":\"nope\",\"destination\":\"x\"}", NULL, &r) == 404);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Remove", "{\"path\":\"dir\"}", NULL, &r) == 200);
+	CHECK_STR(r.body, "{}");
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Stat", "{\"path\":\"dir\"}", NULL, &r) == 404);
+	ah_resp_free(&r);
+}
+
+static void
+test_watch(void)
+{
+	struct streamer s;
+	struct hresp r;
+	char *path, *chunk, *id;
+	json_t *j;
+	ssize_t n;
+	int fd, found = 0;
+
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"w\"}", NULL, &r) == 200);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/CreateWatcher", "{\"path\":\"w\",\"recursive\":true}",
+	    NULL, &r) == 200);
+	j = body_json(&r);
+	id = strdup(json_string_value(json_object_get(j, "watcherId")) ?: "");
+	json_decref(j);
+	ah_resp_free(&r);
+	path = jstr("%s/w/new.txt", home);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	close(fd);
+	free(path);
+	path = jstr("{\"watcherId\":\"%s\"}", id);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/GetWatcherEvents", path, NULL, &r) == 200);
+	CHECK(strstr(r.body, "\"name\":\"new.txt\"") != NULL);
+	CHECK(strstr(r.body, "EVENT_TYPE_CREATE") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/RemoveWatcher", path, NULL, &r) == 200);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/GetWatcherEvents", path, NULL, &r) == 404);
+	ah_resp_free(&r);
+	free(path);
+	free(id);
+
+	/* WatchDir stream: the start frame first, then events as they happen. */
+	CHECK(stream_open("{\"path\":\"w\",\"recursive\":false}", "/filesystem.Filesystem/WatchDir",
+	    &s) == 0);
+	path = jstr("%s/w/streamed.txt", home);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	close(fd);
+	free(path);
+	while (!found && (n = ah_read_chunk(s.fd, &chunk)) > 5) {
+		found = strstr(chunk + 5, "streamed.txt") != NULL &&
+		    strstr(chunk + 5, "\"filesystem\"") != NULL;
+		free(chunk);
+	}
+	CHECK(found);
+	close(s.fd);
+}
+
+static void
+test_bad_input(void)
+{
+	struct hresp r;
+	struct ah_run run;
+	char big[70 * 1024];
+	int fd;
+
+	CHECK(ah_rpc(api, "process.Process/Nope", "{}", NULL, &r) == 501);
+	CHECK(has_code_str(&r, "unimplemented"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Nope", "{}", NULL, &r) == 501);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "process.Process/List", "{not json", NULL, &r) == 400);
+	CHECK(has_code_str(&r, "invalid_argument"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "process.Process/List", "[1,2]", NULL, &r) == 400);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/nope", NULL, NULL, 0, &r) == 0 && r.status == 404);
+	CHECK(has_code_int(&r, 404));
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/health", NULL, NULL, 0, &r) == 0 && r.status == 405);
+	ah_resp_free(&r);
+	/* A stream request that is not one envelope: end-stream error, HTTP 200. */
+	CHECK(ah_request(api, "POST", "/process.Process/Start",
+	    "Content-Type: application/connect+json\r\n", "\x00\x00\x00\x00\x09{}", 7, &r) == 0);
+	memset(&run, 0, sizeof(run));
+	CHECK(r.status == 200 && ah_parse_stream(r.body, r.len, &run) == 0);
+	CHECK_STR(run.stream_error, "invalid_argument");
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/process.Process/Start",
+	    "Content-Type: application/connect+json\r\n", "\x01\x00\x00\x00\x02{}", 7, &r) == 0);
+	memset(&run, 0, sizeof(run));
+	CHECK(ah_parse_stream(r.body, r.len, &run) == 0);
+	CHECK_STR(run.stream_error, "invalid_argument");
+	ah_resp_free(&r);
+	/* Oversized head: 431 and the connection closes. */
+	fd = ah_unix_connect(api);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	ah_write_all(fd, big, sizeof(big));
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 431);
+	ah_resp_free(&r);
+	close(fd);
+	/* Garbage request line, smuggling shape. */
+	fd = ah_unix_connect(api);
+	ah_write_all(fd, "\x16\x03\x01garbage\r\n\r\n", 14);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 400);
+	ah_resp_free(&r);
+	close(fd);
+	CHECK(ah_request(api, "POST", "/process.Process/List",
+	    "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", "{}", 2, &r) == 0);
+	CHECK(r.status == 400);
+	ah_resp_free(&r);
+	/* Unary call with the wrong content type. */
+	CHECK(ah_request(api, "POST", "/process.Process/List", "Content-Type: text/plain\r\n", "{}", 2,
+	    &r) == 0);
+	CHECK(r.status != 200 && has_code_str(&r, "unimplemented"));
+	ah_resp_free(&r);
+	/* A body over the limit for a buffered RPC. */
+	{
+		size_t n = 5 * 1024 * 1024;
+		char *huge = malloc(n);
+
+		memset(huge, ' ', n);
+		CHECK(ah_request(api, "POST", "/process.Process/List",
+		    "Content-Type: application/json\r\n", huge, n, &r) == 0);
+		CHECK(r.status == 413);
+		ah_resp_free(&r);
+		free(huge);
+	}
+	CHECK(ah_alive(agent_pid));
+}
+
+/* Raw garbage and oversized frames on the channel itself. */
+static void
+test_bad_frames(void)
+{
+	static const unsigned char frames[][24] = {
+		{ 0xa7, 5, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff },	/* 2 GB DATA */
+		{ 0xa7, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 1 }, /* OPEN before HELLO */
+		{ 'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1' },
+	};
+	struct hresp r;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+		/* A new connection takes the channel over (as a reconnecting host would). */
+		fd = ah_unix_connect(chan_sock);
+		CHECK(fd != -1);
+		ah_write_all(fd, frames[i], sizeof(frames[i]));
+		usleep(100000);
+		close(fd);
+	}
+	CHECK(ah_alive(agent_pid));
+	/* The forwarder reconnects by itself and the API works again. */
+	for (i = 0; i < 100; i++) {
+		if (ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204) {
+			ah_resp_free(&r);
+			break;
+		}
+		ah_resp_free(&r);
+		usleep(50000);
+	}
+	CHECK(i < 100);
+}
+
+/* ---- 20 execs beside a 100 MB upload ---- */
+
+struct job {
+	pthread_t	t;
+	int		ok;
+	double		ms;
+	int		idx;
+};
+
+static void *
+exec_job(void *arg)
+{
+	struct job *j = arg;
+	struct ah_run run;
+	char want[64], *req;
+	double t0 = ah_now_ms();
+
+	snprintf(want, sizeof(want), "job %d\n", j->idx);
+	req = jstr("{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"echo job %d\"]}}", j->idx);
+	j->ok = ah_exec(api, req, NULL, &run) == 0 && run.ended && run.exit_code == 0 &&
+	    strcmp(run.out, want) == 0 && run.end_stream;
+	j->ms = ah_now_ms() - t0;
+	ah_run_free(&run);
+	free(req);
+	return NULL;
+}
+
+static void *
+upload_job(void *arg)
+{
+	struct job *j = arg;
+	struct hresp r;
+	char *buf = malloc(BIG_LEN), *target;
+	double t0 = ah_now_ms();
+	size_t i;
+	int fd;
+
+	for (i = 0; i < BIG_LEN; i++)
+		buf[i] = (char)(i * 7 + i / 4096);
+	target = jstr("/files?path=%s%%2Fbig.bin", home);
+	fd = ah_unix_connect(api);
+	j->ok = ah_send(fd, "POST", target, "Content-Type: application/octet-stream\r\n", buf,
+	    BIG_LEN) == 0 && ah_read_response(fd, &r) == 0 && r.status == 200;
+	j->ms = ah_now_ms() - t0;
+	ah_resp_free(&r);
+	close(fd);
+	free(target);
+	free(buf);
+	return NULL;
+}
+
+static void
+test_concurrent(void)
+{
+	struct job up, ex[N_EXEC];
+	struct hresp r;
+	char *target;
+	double sum = 0, maxms = 0;
+	int i, ok = 0, bad = 0;
+
+	memset(&up, 0, sizeof(up));
+	pthread_create(&up.t, NULL, upload_job, &up);
+	usleep(200000);	/* the upload is in flight */
+	for (i = 0; i < N_EXEC; i++) {
+		memset(&ex[i], 0, sizeof(ex[i]));
+		ex[i].idx = i;
+		pthread_create(&ex[i].t, NULL, exec_job, &ex[i]);
+	}
+	for (i = 0; i < N_EXEC; i++) {
+		pthread_join(ex[i].t, NULL);
+		ok += ex[i].ok;
+		sum += ex[i].ms;
+		if (ex[i].ms > maxms)
+			maxms = ex[i].ms;
+	}
+	pthread_join(up.t, NULL);
+	CHECK(ok == N_EXEC);
+	CHECK(up.ok);
+	fprintf(stderr, "   %d/%d execs ok (mean %.1f ms, max %.1f ms); 100 MB upload %.0f ms "
+	    "(%.1f MB/s)\n", ok, N_EXEC, sum / N_EXEC, maxms, up.ms, 100.0 * 1000 / up.ms);
+	/* Download it back and compare byte for byte. */
+	target = jstr("/files?path=%s%%2Fbig.bin", home);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 200 && r.len == BIG_LEN);
+	for (size_t k = 0; k < r.len && k < BIG_LEN; k++) {
+		if (r.body[k] != (char)(k * 7 + k / 4096)) {
+			bad = 1;
+			break;
+		}
+	}
+	CHECK(!bad);
+	ah_resp_free(&r);
+	free(target);
+}
+
+/* ---- port forwarding ---- */
+
+static void *
+echo_server(void *arg)
+{
+	int lfd = *(int *)arg, c;
+	char buf[256];
+	ssize_t n;
+
+	if ((c = accept(lfd, NULL, NULL)) == -1)
+		return NULL;
+	while ((n = read(c, buf, sizeof(buf))) > 0)
+		if (write(c, buf, (size_t)n) != n)
+			break;
+	close(c);
+	return NULL;
+}
+
+static void
+test_forward(void)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	char *lsock, *closed_sock, buf[64], port[16], *argv[8];
+	pthread_t t;
+	pid_t p1, p2;
+	int lfd, fd, one = 1;
+	ssize_t n;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(lfd, 4) == 0);
+	getsockname(lfd, (struct sockaddr *)&sin, &sl);
+	pthread_create(&t, NULL, echo_server, &lfd);
+	snprintf(port, sizeof(port), "%u", ntohs(sin.sin_port));
+	lsock = jstr("unix:%s/fwd.sock", dir);
+	argv[0] = (char *)ctl_bin; argv[1] = "-s"; argv[2] = chan_sock; argv[3] = "forward";
+	argv[4] = "-L"; argv[5] = lsock; argv[6] = port; argv[7] = NULL;
+	p1 = ah_spawn(argv, "forwarding ready", NULL);
+	CHECK(p1 > 0);
+	fd = ah_unix_connect(lsock + 5);
+	CHECK(ah_write_all(fd, "ping through the channel", 24) == 0);
+	n = read(fd, buf, sizeof(buf));
+	CHECK(n == 24 && memcmp(buf, "ping through the channel", 24) == 0);
+	close(fd);
+	pthread_join(t, NULL);
+	close(lfd);
+	/* Nothing listens there now: the stream is refused and the local socket closes. */
+	closed_sock = jstr("unix:%s/closed.sock", dir);
+	argv[5] = closed_sock;
+	/* p1 took the channel; wait for the main forwarder to get it back later. */
+	ah_kill(p1);
+	p2 = ah_spawn(argv, "forwarding ready", NULL);
+	fd = ah_unix_connect(closed_sock + 5);
+	n = read(fd, buf, sizeof(buf));
+	CHECK(n == 0 || (n == -1 && errno == ECONNRESET));
+	close(fd);
+	ah_kill(p2);
+	free(lsock);
+	free(closed_sock);
+}
+
+static void
+test_init_token(void)
+{
+	struct hresp r;
+
+	{
+		const char *init = "{\"envVars\":{\"FROM_INIT\":\"yes\"},\"accessToken\":\"tok\","
+		    "\"timestamp\":\"2026-05-14T10:00:00.123Z\",\"entropy\":\"AAECAwQFBgc=\"}";
+
+		CHECK(ah_request(api, "POST", "/init", "Content-Type: application/json\r\n", init,
+		    strlen(init), &r) == 0);
+	}
+	CHECK(r.status == 204);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "process.Process/List", "{}", NULL, &r) == 401);
+	CHECK(has_code_str(&r, "unauthenticated"));
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "process.Process/List", "{}", "X-Access-Token: tok\r\n", &r) == 200);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
+	ah_resp_free(&r);
+	{
+		struct ah_run run;
+
+		CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"echo $FROM_INIT\"]}}",
+		    "X-Access-Token: tok\r\n", &run) == 0);
+		CHECK_STR(run.out, "yes\n");
+		ah_run_free(&run);
+	}
+	CHECK(ah_request(api, "POST", "/init", "Content-Type: application/json\r\n",
+	    "{\"accessToken\":\"\"}", 18, &r) == 0 && r.status == 204);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/init", NULL, "{\"timestamp\":\"yesterday\"}", 25, &r) == 0);
+	CHECK(r.status == 400);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/metrics", NULL, NULL, 0, &r) == 0 && r.status == 200);
+	CHECK(strstr(r.body, "\"mem_total\"") != NULL && strstr(r.body, "\"cpu_count\"") != NULL);
+	ah_resp_free(&r);
+}
+
+/* Run one case; a dead agent ends the run at once instead of timing out later. */
+#define RUN(fn) do {							\
+	T_RUN(fn);							\
+	if (!ah_alive(agent_pid)) {					\
+		fprintf(stderr, "agent died during %s (log in %s)\n", #fn, dir); \
+		ah_kill(fwd_pid);					\
+		return 1;						\
+	}								\
+} while (0)
+
+static int
+setup(void)
+{
+	char *p, *argv[12], *log;
+	FILE *fp;
+
+	snprintf(dir, sizeof(dir), "/tmp/airlock-agent-test-XXXXXX");
+	if (mkdtemp(dir) == NULL || chmod(dir, 0755) == -1)
+		return -1;
+	snprintf(home, sizeof(home), "%s/home/user", dir);
+	snprintf(api, sizeof(api), "%s/api.sock", dir);
+	snprintf(chan_sock, sizeof(chan_sock), "%s/chan.sock", dir);
+	p = jstr("%s/etc", dir);
+	mkdir(p, 0755);
+	free(p);
+	p = jstr("%s/home", dir);
+	mkdir(p, 0755);
+	free(p);
+	p = jstr("%s/root", dir);
+	mkdir(p, 0700);
+	free(p);
+	mkdir(home, 0755);
+	if (chown(home, 1000, 1000) == -1)
+		return -1;
+	p = jstr("%s/etc/passwd", dir);
+	fp = fopen(p, "w");
+	fprintf(fp, "root:x:0:0:root:%s/root:/bin/bash\nuser:x:1000:1000:user:%s:/bin/bash\n", dir,
+	    home);
+	fclose(fp);
+	free(p);
+	p = jstr("%s/etc/group", dir);
+	fp = fopen(p, "w");
+	fprintf(fp, "root:x:0:\nuser:x:1000:\nsudo:x:27:user\n");
+	fclose(fp);
+	free(p);
+	p = jstr("%s/env", dir);
+	fp = fopen(p, "w");
+	fprintf(fp, "FOO=bar\n# comment\n");
+	fclose(fp);
+	log = jstr("%s/agent.log", dir);
+	argv[0] = (char *)agent_bin;
+	argv[1] = "--listen"; argv[2] = chan_sock;
+	argv[3] = "--passwd"; argv[4] = jstr("%s/etc/passwd", dir);
+	argv[5] = "--env-file"; argv[6] = p;
+	argv[7] = NULL;
+	agent_pid = ah_spawn(argv, "airlock-agent: ready", log);
+	free(argv[4]);
+	free(p);
+	free(log);
+	if (agent_pid <= 0)
+		return -1;
+	log = jstr("%s/fwd.log", dir);
+	p = jstr("unix:%s", api);
+	argv[0] = (char *)ctl_bin; argv[1] = "-s"; argv[2] = chan_sock; argv[3] = "forward";
+	argv[4] = "-L"; argv[5] = p; argv[6] = "49983"; argv[7] = NULL;
+	fwd_pid = ah_spawn(argv, "forwarding ready", log);
+	free(p);
+	free(log);
+	return fwd_pid > 0 ? 0 : -1;
+}
+
+int
+main(int argc, char **argv)
+{
+	char *cmd;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: test_agent_host AGENT_HOST_BIN AGENTCTL_BIN\n");
+		return 2;
+	}
+	agent_bin = argv[1];
+	ctl_bin = argv[2];
+	signal(SIGPIPE, SIG_IGN);
+	if (setup() == -1) {
+		fprintf(stderr, "test_agent_host: setup failed (logs in %s)\n", dir);
+		return 1;
+	}
+	RUN(test_health);
+	RUN(test_e2b_exec);
+	RUN(test_stdin_and_list);
+	RUN(test_signal);
+	RUN(test_pty);
+	RUN(test_reattach);
+	RUN(test_e2b_files);
+	RUN(test_watch);
+	RUN(test_bad_input);
+	RUN(test_init_token);
+	RUN(test_concurrent);
+	RUN(test_forward);
+	RUN(test_bad_frames);
+	CHECK(ah_alive(agent_pid));
+	ah_kill(fwd_pid);
+	ah_kill(agent_pid);
+	if (t_failed == 0) {
+		cmd = jstr("rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+		free(cmd);
+	} else
+		fprintf(stderr, "logs kept in %s\n", dir);
+	return t_done();
+}
