@@ -847,6 +847,18 @@ test_cp(void)
 	CHECK(rmdir(dir) == 0);
 	free(out);
 	free(err);
+	/* The daemon refuses an upload before reading it: its message, not EPIPE. */
+	char big[] = "/tmp/airlock-test-big.XXXXXX";
+	char *upmiss[] = { "cp", big, "nosuch:/x", NULL };
+	fd = mkstemp(big);
+	for (i = 0; i < 80; i++)
+		CHECK(write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+	close(fd);
+	CHECK(capture(cmd_cp, 3, upmiss, &out, &err) == 1);
+	CHECK(strstr(err, "sandbox \"nosuch/files\" not found") != NULL);
+	unlink(big);
+	free(out);
+	free(err);
 	CHECK(capture(cmd_cp, 3, both, &out, &err) == 1);
 	CHECK(strstr(err, "between sandboxes") != NULL);
 	free(out);
@@ -860,6 +872,22 @@ bogus_server(void *arg)
 	int lfd = *(int *)arg, fd;
 	char buf[4096];
 
+	/*
+	 * First a good keep-alive answer, then the connection is dropped
+	 * without a word, as a daemon's idle timeout does: the client's next
+	 * request must go out again on a new connection.
+	 */
+	if ((fd = accept(lfd, NULL, NULL)) == -1)
+		return NULL;
+	(void)!read(fd, buf, sizeof(buf));
+	(void)!write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"n\":1}", 45);
+	usleep(100000);
+	close(fd);
+	if ((fd = accept(lfd, NULL, NULL)) == -1)
+		return NULL;
+	(void)!read(fd, buf, sizeof(buf));
+	(void)!write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"n\":2}", 45);
+	close(fd);
 	for (int i = 0; i < 3; i++) {
 		if ((fd = accept(lfd, NULL, NULL)) == -1)
 			break;
@@ -893,6 +921,15 @@ test_bogus_daemon(void)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sin.sin_port));
 	pthread_create(&th, NULL, bogus_server, &lfd);
 	setenv("AIRLOCK_URL", url, 1);
+	api = cli_api_new(NULL);
+	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
+	CHECK(j != NULL && json_integer_value(json_object_get(j, "n")) == 1);
+	json_decref(j);
+	usleep(300000);
+	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
+	CHECK(j != NULL && json_integer_value(json_object_get(j, "n")) == 2);
+	json_decref(j);
+	cli_api_free(api);
 	api = cli_api_new(NULL);
 	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
 	CHECK(j == NULL);
