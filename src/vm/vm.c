@@ -391,9 +391,14 @@ vm_check_finished(struct vm *vm)
 		if (vm_op_done(vm, NULL) == -1)
 			goto out;
 	} else if (vm->vm_op != VM_OP_NONE) {
-		char *msg;
+		char *msg, *qlog = NULL;
 
-		xasprintf(&msg, "%s; console tail:\n%s", reason, tail);
+		/* QEMU says why it refused (e.g. "load of migration failed"). */
+		if (read_file(vm->vm_sb->ss_qemulog, 4096, &qlog, NULL, NULL) == -1)
+			qlog = xstrdup("");
+		xasprintf(&msg, "%s%s%s; console tail:\n%s", reason, *qlog ? "; qemu: " : "",
+		    qlog, tail);
+		free(qlog);
 		vm_op_done(vm, msg);
 		free(msg);
 		if (vm->vm_freed)
@@ -620,6 +625,9 @@ vm_boot_cont(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_BOOT)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "cont: %s", error);
 		return;
@@ -686,6 +694,9 @@ vm_restore_running(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_RESTORE)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "cont: %s", error);
 		return;
@@ -700,6 +711,9 @@ vm_restore_status(struct qmp *q, json_t *ret, const char *error, void *arg)
 	struct vm *vm = arg;
 	const char *st;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_RESTORE)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "query-status: %s", error);
 		return;
@@ -723,7 +737,10 @@ vm_restore_status(struct qmp *q, json_t *ret, const char *error, void *arg)
 static void
 vm_restore_poll(evutil_socket_t fd, short ev, void *arg)
 {
-	vm_cmd(arg, "query-status", NULL, vm_restore_status);
+	struct vm *vm = arg;
+
+	if (vm->vm_op == VM_OP_RESTORE)
+		vm_cmd(vm, "query-status", NULL, vm_restore_status);
 }
 
 static void
@@ -731,6 +748,9 @@ vm_restore_incoming(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_RESTORE)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "migrate-incoming: %s", error);
 		return;
@@ -744,6 +764,9 @@ vm_restore_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_RESTORE)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "migrate-set-capabilities: %s", error);
 		return;
@@ -886,6 +909,9 @@ vm_pause_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_PAUSE)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "stop: %s", error);
 		return;
@@ -899,6 +925,9 @@ vm_resume_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_RESUME)
+		return;
 	if (error != NULL) {
 		vm_op_fail(vm, "cont: %s", error);
 		return;
@@ -1065,6 +1094,9 @@ vm_snap_migrate_status(struct qmp *q, json_t *ret, const char *error, void *arg)
 	struct vm *vm = arg;
 	const char *st;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "query-migrate: %s", error);
 		return;
@@ -1102,6 +1134,9 @@ vm_snap_migrating(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "migrate: %s", error);
 		return;
@@ -1115,6 +1150,9 @@ vm_snap_gotfd(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "getfd: %s", error);
 		return;
@@ -1128,6 +1166,9 @@ vm_snap_params(struct qmp *q, json_t *ret, const char *error, void *arg)
 	struct vm *vm = arg;
 	char *cause = NULL;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "migrate-set-parameters: %s", error);
 		return;
@@ -1146,6 +1187,9 @@ vm_snap_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "migrate-set-capabilities: %s", error);
 		return;
@@ -1160,6 +1204,9 @@ vm_snap_stopped(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_SNAPSHOT)
+		return;
 	if (error != NULL) {
 		vm_snap_fail(vm, "stop: %s", error);
 		return;
@@ -1259,7 +1306,15 @@ vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause)
 		return -1;
 	}
 	if (vm->vm_op != VM_OP_NONE && vm->vm_op != VM_OP_STOP) {
-		/* Stop wins over whatever runs: fail it first. */
+		/* Stop wins over whatever runs: fail it first, drop a partial snapshot. */
+		if (vm->vm_op == VM_OP_SNAPSHOT) {
+			if (vm->vm_snapfd != -1) {
+				close(vm->vm_snapfd);
+				vm->vm_snapfd = -1;
+			}
+			stor_snapshot_abort(&vm->vm_snap);
+			stor_snapshot_free(&vm->vm_snap);
+		}
 		vm_op_done(vm, "cancelled by stop");
 		if (vm->vm_freed)
 			return 0;
