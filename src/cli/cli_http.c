@@ -42,7 +42,6 @@ struct cli_conn {
 	size_t		 len;
 
 	/* The response being read. */
-	char		 method[16];
 	int		 status;
 	struct http_head head;
 	struct http_body body;
@@ -455,8 +454,10 @@ cli_conn_upload(struct cli_conn *c, int fd, cli_http_progress progress, void *pa
 		memcpy(chunk + 16 + n, "\r\n", 2);
 		if (cli_conn_send(c, chunk + 16 - hl, (size_t)hl + (size_t)n + 2, cause) == -1) {
 			/* The daemon may have answered and closed: prefer its answer. */
-			free(*cause);
-			*cause = NULL;
+			if (cause != NULL) {
+				free(*cause);
+				*cause = NULL;
+			}
 			rv = 1;
 			goto out;
 		}
@@ -562,31 +563,19 @@ cli_conn_read_head(struct cli_conn *c, char **cause)
 	}
 }
 
-int
-cli_conn_request(struct cli_conn *c, const char *method, const char *path,
-    const char *content_type, const void *body, size_t len, int upload_fd,
-    cli_http_progress progress, void *parg, int *status, char **cause)
+/* The request head (malloc'd); the key is wiped from temporaries. */
+static char *
+cli_conn_head(struct cli_conn *c, const char *method, const char *path,
+    const char *content_type, const void *body, size_t len, int chunked)
 {
 	struct cli_api *api = c->api;
 	char *head, *auth = NULL, *ctype = NULL, *framing;
-	int retried = 0, r, early = 0;
 
-	if (status != NULL)
-		*status = 0;
-	if (c->in_body) {
-		/* The previous body was abandoned: its bytes would confuse this answer. */
-		cli_conn_close(c);
-	}
-again:
-	cli_conn_reset(c);
-	snprintf(c->method, sizeof(c->method), "%s", method);
-	if (c->fd == -1 && cli_conn_connect(c, cause) == -1)
-		return -1;
 	if (api->key != NULL)
 		xasprintf(&auth, "Authorization: Bearer %s\r\n", api->key);
 	if (content_type != NULL)
 		xasprintf(&ctype, "Content-Type: %s\r\n", content_type);
-	if (upload_fd >= 0)
+	if (chunked)
 		framing = xstrdup("Transfer-Encoding: chunked\r\n");
 	else if (body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
 	    strcmp(method, "PATCH") == 0)
@@ -601,40 +590,13 @@ again:
 	free(auth);
 	free(ctype);
 	free(framing);
-	auth = ctype = NULL;
-	r = cli_conn_send(c, head, strlen(head), cause);
-	free(head);
-	if (r == 0 && body != NULL && len > 0)
-		r = cli_conn_send(c, body, len, cause);
-	if (r == 0 && upload_fd >= 0) {
-		r = cli_conn_upload(c, upload_fd, progress, parg, cause);
-		early = r == 1;
-		r = r == -1 ? -1 : 0;
-	}
-	if (r == -1 && !(c->reused && !retried && upload_fd < 0)) {
-		cli_conn_close(c);
-		return -1;
-	}
-	if (r == 0)
-		r = cli_conn_read_head(c, cause);
-	if (r != 0) {
-		/*
-		 * A kept-alive connection may have been closed by the daemon
-		 * meanwhile; a request that never got any answer is safe to
-		 * send once more on a fresh one.
-		 */
-		if (c->reused && !retried && upload_fd < 0 && (r == -2 || c->len == 0)) {
-			free(*cause);
-			*cause = NULL;
-			cli_conn_close(c);
-			retried = 1;
-			goto again;
-		}
-		cli_conn_close(c);
-		return -1;
-	}
-	if (status != NULL)
-		*status = c->status;
+	return head;
+}
+
+/* The head is in: set up reading the body, or read an error body into *cause. */
+static int
+cli_conn_begin_body(struct cli_conn *c, const char *method, int early, char **cause)
+{
 	c->keep = c->head.keep_alive && !early;
 	c->in_body = http_response_has_body(method, c->status);
 	if (c->in_body) {
@@ -656,11 +618,68 @@ again:
 			free(bc);
 			cli_conn_close(c);
 		}
-		cli_api_error(api, c->status, m.data ? m.data : "", m.len, cause);
+		cli_api_error(c->api, c->status, m.data ? m.data : "", m.len, cause);
 		free(m.data);
 		return -1;
 	}
 	return c->status;
+}
+
+int
+cli_conn_request(struct cli_conn *c, const char *method, const char *path,
+    const char *content_type, const void *body, size_t len, int upload_fd,
+    cli_http_progress progress, void *parg, int *status, char **cause)
+{
+	char *head;
+	int retried = 0, r, early = 0;
+
+	if (status != NULL)
+		*status = 0;
+	if (c->in_body) {
+		/* The previous body was abandoned: its bytes would confuse this answer. */
+		cli_conn_close(c);
+	}
+again:
+	cli_conn_reset(c);
+	if (c->fd == -1 && cli_conn_connect(c, cause) == -1)
+		return -1;
+	head = cli_conn_head(c, method, path, content_type, body, len, upload_fd >= 0);
+	r = cli_conn_send(c, head, strlen(head), cause);
+	explicit_bzero(head, strlen(head));
+	free(head);
+	if (r == 0 && body != NULL && len > 0)
+		r = cli_conn_send(c, body, len, cause);
+	if (r == 0 && upload_fd >= 0) {
+		r = cli_conn_upload(c, upload_fd, progress, parg, cause);
+		early = r == 1;
+		r = r == -1 ? -1 : 0;
+	}
+	if (r == 0)
+		r = cli_conn_read_head(c, cause);
+	if (r != 0) {
+		/*
+		 * The daemon closes idle keep-alive connections without a
+		 * word; a request on such a connection that got no answer at
+		 * all goes out once more on a fresh one. (Were the daemon to
+		 * take a request and die before answering, it is repeated:
+		 * the same risk any HTTP client with keep-alive takes.)
+		 * Uploads are never repeated: their source is consumed.
+		 */
+		if (c->reused && !retried && upload_fd < 0 && (r == -2 || c->len == 0)) {
+			if (cause != NULL) {
+				free(*cause);
+				*cause = NULL;
+			}
+			cli_conn_close(c);
+			retried = 1;
+			goto again;
+		}
+		cli_conn_close(c);
+		return -1;
+	}
+	if (status != NULL)
+		*status = c->status;
+	return cli_conn_begin_body(c, method, early, cause);
 }
 
 static void

@@ -439,7 +439,11 @@ cmd_exec_run(struct cli_api *api, struct cli_exec_opts *o, int in_fd, int out_fd
 		return CLI_EXIT_EXEC_FAIL;
 	}
 	cli_conn_set_timeout(conn, CLI_HTTP_STREAM_TIMEOUT_MS);
-	if (o->tty && isatty(in_fd) && tcgetattr(in_fd, &ex.saved) == 0) {
+	/*
+	 * Raw mode only when our keystrokes go to the remote PTY: with -t
+	 * alone, Ctrl-C must stay a local SIGINT we can forward.
+	 */
+	if (o->tty && o->interactive && isatty(in_fd) && tcgetattr(in_fd, &ex.saved) == 0) {
 		raw = ex.saved;
 		cfmakeraw(&raw);
 		if (tcsetattr(in_fd, TCSAFLUSH, &raw) == 0)
