@@ -29,9 +29,21 @@ cli_dispatch(const char *group, const struct cli_cmd *cmds, int argc, char **arg
 		cli_usage(group, cmds);
 		return argc < 1 ? 2 : 0;
 	}
-	for (c = cmds; c->name != NULL; c++)
-		if (strcmp(c->name, argv[0]) == 0)
-			return c->run(argc, argv);
+	for (c = cmds; c->name != NULL; c++) {
+		if (strcmp(c->name, argv[0]) != 0)
+			continue;
+		/* "VERB --help"; groups (template, key) list their own subcommands. */
+		if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) &&
+		    c->run != cmd_template && c->run != cmd_key) {
+			if (c->detail != NULL)
+				fputs(c->detail, stdout);
+			else
+				printf("usage: %s %s\n", group, c->usage);
+			printf("  %s\n", c->help);
+			return 0;
+		}
+		return c->run(argc, argv);
+	}
 	fprintf(stderr, "%s: unknown command \"%s\"\n\n", group, argv[0]);
 	cli_usage(group, cmds);
 	return 2;

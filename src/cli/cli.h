@@ -13,6 +13,7 @@ struct cli_cmd {
 	const char	*usage;
 	const char	*help;
 	int		(*run)(int argc, char **argv);
+	const char	*detail;	/* full usage for "VERB --help", or NULL */
 };
 
 /* Exit codes shared by every daemon-facing command. */
@@ -57,6 +58,10 @@ int cli_args_remote(const char *arg, char **id, char **path);
 /* A decimal integer in [min, max]; what names it in the cause. */
 int cli_args_num(const char *s, long long min, long long max, long long *out,
     const char *what, char **cause);
+
+/* Full usage texts, for --help and usage errors. */
+extern const char cmd_create_usage[];
+extern const char cmd_exec_usage[];
 
 /* Parsers and runners behind the commands, exposed for unit tests. */
 /* create's options as the POST /v1/sandboxes body; 2 = usage error printed. */

@@ -140,7 +140,8 @@ cli_api_load_key(struct cli_api *api)
 	if (env != NULL && *env != '\0') {
 		api->key_origin = xstrdup("AIRLOCK_API_KEY");
 		if (!cli_api_key_ok(env)) {
-			api->key_problem = xstrdup("AIRLOCK_API_KEY contains spaces or control characters");
+			api->key_problem = xstrdup("AIRLOCK_API_KEY contains spaces or "
+			    "control characters");
 			return;
 		}
 		api->key = xstrdup(env);

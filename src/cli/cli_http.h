@@ -18,9 +18,10 @@
 
 #define CLI_HTTP_DEFAULT_URL		"http://127.0.0.1:7070"
 #define CLI_HTTP_CONNECT_TIMEOUT_MS	5000
-#define CLI_HTTP_TIMEOUT_MS		(10 * 60 * 1000)	/* per read/write; creates boot VMs */
+/* Per read or write; generous because a create waits for a VM to boot. */
+#define CLI_HTTP_TIMEOUT_MS		(10 * 60 * 1000)
 #define CLI_HTTP_STREAM_TIMEOUT_MS	(60 * 1000)	/* SSE: 4 missed heartbeats */
-#define CLI_HTTP_JSON_MAX		(64 * 1024 * 1024)	/* a JSON answer kept in memory */
+#define CLI_HTTP_JSON_MAX		(64 * 1024 * 1024)	/* one JSON answer in memory */
 #define CLI_HTTP_ERROR_MAX		(64 * 1024)
 #define CLI_HTTP_BUF			(64 * 1024)
 #define CLI_HTTP_KEY_MAX		512

@@ -10,11 +10,11 @@
 #include "cli/cli_http.h"
 #include "common/util.h"
 
-#define CREATE_USAGE \
-	"usage: airlock create [--template T] [--vcpus N] [--memory MB]\n" \
-	"                      [--network none|allowlist|full] [--allow HOST]...\n" \
-	"                      [--env K=V]... [--meta K=V]... [--timeout S]\n" \
-	"                      [--idle-timeout S] [--auto-pause] [--json]\n"
+const char cmd_create_usage[] =
+	"usage: airlock create [--template T] [--vcpus N] [--memory MB]\n"
+	"                      [--network none|allowlist|full] [--allow HOST]...\n"
+	"                      [--env K=V]... [--meta K=V]... [--timeout S]\n"
+	"                      [--idle-timeout S] [--auto-pause] [--json]\n";
 
 static int
 create_kv(json_t *obj, const char *arg, char **cause)
@@ -162,7 +162,7 @@ cmd_create(int argc, char **argv)
 	double t0;
 
 	if (cmd_create_parse(argc, argv, &body, &json_out, &cause) == -1) {
-		fprintf(stderr, "airlock create: %s\n%s", cause, CREATE_USAGE);
+		fprintf(stderr, "airlock create: %s\n%s", cause, cmd_create_usage);
 		free(cause);
 		return CLI_EXIT_USAGE;
 	}

@@ -45,7 +45,8 @@ events_event(void *arg, const char *event, const char *data, size_t len)
 		cli_cell(stdout, json_is_string(json_object_get(j, "type")) ?
 		    json_string_value(json_object_get(j, "type")) : event, 12);
 		d = json_object_get(j, "data");
-		if (d != NULL && !json_is_null(d) && !(json_is_object(d) && json_object_size(d) == 0)) {
+		if (d != NULL && !json_is_null(d) &&
+		    !(json_is_object(d) && json_object_size(d) == 0)) {
 			ds = json_dumps(d, JSON_COMPACT | JSON_ENCODE_ANY);
 			fputc(' ', stdout);
 			cli_cell(stdout, ds != NULL ? ds : "", 0);

@@ -31,9 +31,9 @@
 #define EXEC_EXIT_NOSTART	127		/* the command could not start, like a shell */
 #define EXEC_EXIT_DETACHED	130
 
-#define EXEC_USAGE \
-	"usage: airlock exec [-i] [-t] [--user U] [--cwd DIR] [--env K=V]... [--timeout S]\n" \
-	"                    [--json] ID [--] CMD [ARG...]\n"
+const char cmd_exec_usage[] =
+	"usage: airlock exec [-i] [-t] [--user U] [--cwd DIR] [--env K=V]... [--timeout S]\n"
+	"                    [--json] ID [--] CMD [ARG...]\n";
 
 struct exec_state {
 	struct cli_api		*api;
@@ -108,7 +108,7 @@ exec_write_all(int fd, const unsigned char *p, size_t n)
 			continue;
 		}
 		if (w <= 0)
-			return;	/* our reader went away; keep following the stream for the exit code */
+			return;	/* reader gone; keep following the stream for the exit code */
 		p += w;
 		n -= (size_t)w;
 	}
@@ -549,7 +549,7 @@ cmd_exec(int argc, char **argv)
 	int rv;
 
 	if (cmd_exec_parse(argc, argv, &o, &cause) == -1) {
-		fprintf(stderr, "airlock exec: %s\n%s", cause, EXEC_USAGE);
+		fprintf(stderr, "airlock exec: %s\n%s", cause, cmd_exec_usage);
 		free(cause);
 		return CLI_EXIT_USAGE;
 	}

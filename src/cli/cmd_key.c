@@ -33,7 +33,8 @@ key_create(int argc, char **argv)
 		case 'r':
 			role = optarg;
 			if (strcmp(role, "user") != 0 && strcmp(role, "admin") != 0) {
-				fprintf(stderr, "airlock key create: --role must be user or admin\n");
+				fprintf(stderr, "airlock key create: --role must be user or "
+				    "admin\n");
 				goto usage;
 			}
 			break;
@@ -60,13 +61,15 @@ key_create(int argc, char **argv)
 		/* The key on stdout alone, so `K=$(airlock key create x)` works. */
 		cli_cell(stdout, cli_field(k, "key", t, sizeof(t)), 0);
 		fputc('\n', stdout);
-		fprintf(stderr, "created key %s (project %s, role %s); it is shown only this once\n",
+		fprintf(stderr, "created key %s (project %s, role %s); "
+		    "it is shown only this once\n",
 		    cli_field(k, "id", t, sizeof(t)), project, role);
 	}
 	json_decref(k);
 	return CLI_EXIT_OK;
 usage:
-	fprintf(stderr, "usage: airlock key create NAME [--project P] [--role user|admin] [--json]\n");
+	fprintf(stderr, "usage: airlock key create NAME [--project P] [--role user|admin] "
+	    "[--json]\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -152,10 +155,10 @@ key_rm(int argc, char **argv)
 
 static const struct cli_cmd key_cmds[] = {
 	{ "create", "create NAME [--project P] [--role user|admin] [--json]",
-	  "create a key and print it (only time it is shown)", key_create },
-	{ "ls", "ls [--json]", "list keys (prefixes only)", key_ls },
-	{ "rm", "rm ID...", "revoke keys", key_rm },
-	{ NULL, NULL, NULL, NULL }
+	  "create a key and print it (only time it is shown)", key_create, NULL },
+	{ "ls", "ls [--json]", "list keys (prefixes only)", key_ls, NULL },
+	{ "rm", "rm ID...", "revoke keys", key_rm, NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
 };
 
 int

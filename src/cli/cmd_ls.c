@@ -9,7 +9,7 @@
 #include "common/util.h"
 
 #define LS_PAGE		100
-#define LS_PAGES_MAX	10000	/* a daemon that keeps saying "next" must not loop us forever */
+#define LS_PAGES_MAX	10000	/* a daemon that always says "next" must not loop us */
 
 static void
 ls_row(const json_t *sb)

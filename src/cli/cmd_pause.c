@@ -1,4 +1,4 @@
-/* airlock pause ID...: POST /v1/sandboxes/{id}/pause (stop the vCPUs; memory stays resident). */
+/* airlock pause ID...: POST .../pause (stop the vCPUs; memory stays resident). */
 #include "cli/cli.h"
 
 int

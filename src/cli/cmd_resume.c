@@ -1,4 +1,4 @@
-/* airlock resume ID...: POST /v1/sandboxes/{id}/resume (run a paused or suspended sandbox again). */
+/* airlock resume ID...: POST .../resume (run a paused or suspended sandbox again). */
 #include "cli/cli.h"
 
 int

@@ -1,4 +1,4 @@
-/* airlock suspend ID...: POST /v1/sandboxes/{id}/suspend (snapshot memory and disk, then stop the VM). */
+/* airlock suspend ID...: POST .../suspend (snapshot memory and disk, then stop the VM). */
 #include "cli/cli.h"
 
 int

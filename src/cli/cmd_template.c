@@ -241,10 +241,11 @@ template_rm_cmd(int argc, char **argv)
 }
 
 static const struct cli_cmd template_cmds[] = {
-	{ "build", "build NAME --recipe FILE", "build a template from a recipe", template_build_cmd },
-	{ "ls", "ls [--json]", "list templates", template_ls_cmd },
-	{ "rm", "rm NAME", "remove a template", template_rm_cmd },
-	{ NULL, NULL, NULL, NULL }
+	{ "build", "build NAME --recipe FILE", "build a template from a recipe",
+	  template_build_cmd, NULL },
+	{ "ls", "ls [--json]", "list templates", template_ls_cmd, NULL },
+	{ "rm", "rm NAME", "remove a template", template_rm_cmd, NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
 };
 
 int
