@@ -85,7 +85,7 @@ cli_connect(void)
 char *
 cli_sandbox_path(const char *id, const char *suffix)
 {
-	char *e = cli_http_escape(id), *p;
+	char *e = cli_http_escape_segment(id), *p;
 
 	xasprintf(&p, "/v1/sandboxes/%s%s", e, suffix);
 	free(e);

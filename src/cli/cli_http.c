@@ -823,8 +823,8 @@ cli_api_json(struct cli_api *api, const char *method, const char *path, json_t *
 	return cli_conn_json(api->conn, cause);
 }
 
-char *
-cli_http_escape(const char *s)
+static char *
+cli_http_pct(const char *s, const char *keep)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	char *out = xmalloc(strlen(s) * 3 + 1), *o = out;
@@ -833,7 +833,7 @@ cli_http_escape(const char *s)
 		unsigned char ch = (unsigned char)*s;
 		/* ASCII ranges, not isalnum(): locales would let high bytes through. */
 		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || (ch != '\0' && strchr("-._~/", ch) != NULL))
+		    (ch >= '0' && ch <= '9') || strchr(keep, ch) != NULL)
 			*o++ = (char)ch;
 		else {
 			*o++ = '%';
@@ -843,4 +843,17 @@ cli_http_escape(const char *s)
 	}
 	*o = '\0';
 	return out;
+}
+
+char *
+cli_http_escape(const char *s)
+{
+	return cli_http_pct(s, "-._~/");
+}
+
+char *
+cli_http_escape_segment(const char *s)
+{
+	/* No '/' and no '.': an id like "../keys" must stay one segment. */
+	return cli_http_pct(s, "-_~");
 }

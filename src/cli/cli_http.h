@@ -84,7 +84,9 @@ int cli_conn_fd(const struct cli_conn *c);
 size_t cli_conn_buffered(const struct cli_conn *c);
 void cli_conn_set_timeout(struct cli_conn *c, int timeout_ms);
 
-/* Percent-encode a query value or path segment (malloc'd). */
+/* Percent-encode a query value, keeping '/' (malloc'd). */
 char *cli_http_escape(const char *s);
+/* Percent-encode one path segment: '/' and '.' too (malloc'd). */
+char *cli_http_escape_segment(const char *s);
 
 #endif

@@ -134,7 +134,7 @@ key_rm(int argc, char **argv)
 	if ((api = cli_connect()) == NULL)
 		return CLI_EXIT_FAIL;
 	for (i = 1; i < argc; i++) {
-		e = cli_http_escape(argv[i]);
+		e = cli_http_escape_segment(argv[i]);
 		xasprintf(&path, "/v1/keys/%s", e);
 		free(e);
 		r = cli_api_json(api, "DELETE", path, NULL, NULL, &cause);

@@ -89,6 +89,23 @@ test_args(void)
 }
 
 static void
+test_escape(void)
+{
+	char *e;
+
+	e = cli_http_escape("/home/user/a b+c&d=e?f#g%h~i.j-k_l");
+	CHECK_STR(e, "/home/user/a%20b%2Bc%26d%3De%3Ff%23g%25h~i.j-k_l");
+	free(e);
+	e = cli_http_escape("\xc3\xa9\n");
+	CHECK_STR(e, "%C3%A9%0A");
+	free(e);
+	/* An id stays one path segment, whatever it holds. */
+	e = cli_sandbox_path("../keys/x", "/exec");
+	CHECK_STR(e, "/v1/sandboxes/%2E%2E%2Fkeys%2Fx/exec");
+	free(e);
+}
+
+static void
 test_create_parse(void)
 {
 	char *argv1[] = { "create", "--template", "py", "--vcpus", "4", "--memory", "1024",
@@ -983,6 +1000,7 @@ main(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	T_RUN(test_args);
+	T_RUN(test_escape);
 	T_RUN(test_create_parse);
 	T_RUN(test_exec_parse);
 	T_RUN(test_sse);
