@@ -30,6 +30,7 @@
 #define EXEC_STDIN_CHUNK	(32 * 1024)	/* bytes per stdin POST */
 #define EXEC_EXIT_NOSTART	127		/* the command could not start, like a shell */
 #define EXEC_EXIT_DETACHED	130
+#define EXEC_EXIT_PIPE		(128 + SIGPIPE)	/* what a local pipeline would report */
 
 const char cmd_exec_usage[] =
 	"usage: airlock exec [-i] [-t] [--user U] [--cwd DIR] [--env K=V]... [--timeout S]\n"
@@ -45,6 +46,7 @@ struct exec_state {
 	int			 code;
 	int			 stdin_open;
 	int			 raw;		/* our terminal is in raw mode */
+	int			 broken;	/* our stdout reader went away */
 	struct termios		 saved;
 	int			 in_fd;
 };
@@ -93,7 +95,8 @@ exec_signum(const json_t *sig)
 	return 0;
 }
 
-static void
+/* -1 when the reader is gone (EPIPE and the like). */
+static int
 exec_write_all(int fd, const unsigned char *p, size_t n)
 {
 	ssize_t w;
@@ -108,27 +111,31 @@ exec_write_all(int fd, const unsigned char *p, size_t n)
 			continue;
 		}
 		if (w <= 0)
-			return;	/* reader gone; keep following the stream for the exit code */
+			return -1;
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
 }
 
-static void
+static int
 exec_output(int fd, const json_t *data)
 {
 	const char *b64 = json_string_value(json_object_get(data, "data"));
 	unsigned char *buf;
 	size_t len, n;
 
+	int rv = 0;
+
 	if (b64 == NULL)
-		return;
+		return 0;
 	len = strlen(b64);
 	buf = xmalloc(len / 4 * 3 + 3);
 	/* Garbage from the daemon is dropped rather than written half-decoded. */
 	if (cli_b64_decode(b64, len, buf, &n) == 0)
-		exec_write_all(fd, buf, n);
+		rv = exec_write_all(fd, buf, n);
 	free(buf);
+	return rv;
 }
 
 static int
@@ -142,20 +149,20 @@ exec_event(void *arg, const char *event, const char *data, size_t len)
 	if (ex->o->json) {
 		json_t *line = json_pack("{s:s,s:O?}", "event", event, "data", j);
 		char *s = json_dumps(line, JSON_COMPACT);
-		if (s != NULL) {
-			exec_write_all(ex->out_fd, (unsigned char *)s, strlen(s));
-			exec_write_all(ex->out_fd, (const unsigned char *)"\n", 1);
-		}
+		if (s != NULL && (exec_write_all(ex->out_fd, (unsigned char *)s, strlen(s)) == -1 ||
+		    exec_write_all(ex->out_fd, (const unsigned char *)"\n", 1) == -1))
+			ex->broken = 1;
 		free(s);
 		json_decref(line);
 	}
 	if (strcmp(event, "start") == 0) {
 		if (json_is_integer(json_object_get(j, "pid")))
 			ex->pid = json_integer_value(json_object_get(j, "pid"));
-	} else if (strcmp(event, "stdout") == 0 && !ex->o->json)
-		exec_output(ex->out_fd, j);
-	else if (strcmp(event, "stderr") == 0 && !ex->o->json)
-		exec_output(ex->err_fd, j);
+	} else if (strcmp(event, "stdout") == 0 && !ex->o->json) {
+		if (exec_output(ex->out_fd, j) == -1)
+			ex->broken = 1;
+	} else if (strcmp(event, "stderr") == 0 && !ex->o->json)
+		(void)exec_output(ex->err_fd, j);
 	else if (strcmp(event, "exit") == 0) {
 		code = json_object_get(j, "code");
 		sig = json_object_get(j, "signal");
@@ -183,7 +190,7 @@ exec_sink(void *arg, const char *data, size_t n, char **cause)
 {
 	struct exec_state *ex = arg;
 
-	if (ex->done)
+	if (ex->done || ex->broken)
 		return 0;
 	return cli_sse_feed(&ex->sse, data, n, cause);
 }
@@ -319,8 +326,8 @@ exec_body(struct cli_exec_opts *o, int in_fd)
 static void
 exec_signals_set(int on)
 {
-	static struct sigaction old[4];
-	static const int sigs[4] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH };
+	static struct sigaction old[5];
+	static const int sigs[5] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH, SIGPIPE };
 	struct sigaction sa;
 	int i;
 
@@ -333,8 +340,11 @@ exec_signals_set(int on)
 		sa.sa_flags = SA_RESTART;
 		for (i = 0; i < 4; i++)
 			sigaction(sigs[i], &sa, &old[i]);
+		/* A closed stdout shows up as EPIPE, handled in the loop. */
+		sa.sa_handler = SIG_IGN;
+		sigaction(SIGPIPE, &sa, &old[4]);
 	} else {
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < 5; i++)
 			sigaction(sigs[i], &old[i], NULL);
 		close(exec_sigpipe[0]);
 		close(exec_sigpipe[1]);
@@ -365,6 +375,18 @@ exec_loop(struct exec_state *ex, struct cli_conn *conn)
 		r = cli_conn_body(conn, exec_sink, ex, 0, &cause);
 		if (ex->done)
 			return ex->code;
+		if (ex->broken) {
+			/*
+			 * `airlock exec ID -- yes | head -1`: locally the writer
+			 * would die of SIGPIPE; remotely nothing would stop it.
+			 */
+			free(cause);
+			cause = NULL;
+			if (ex->pid >= 0 && exec_process_post(ex, "signal",
+			    json_pack("{s:s}", "signal", "SIGTERM"), &cause) == -1)
+				free(cause);
+			return EXEC_EXIT_PIPE;
+		}
 		if (r == -1) {
 			cli_fail("exec stream: %s", cause);
 			free(cause);

@@ -123,6 +123,12 @@ run exec "$sid" -- /no/such/program
 check "exec of a missing program fails with 127 or 126" [ "$rc" -eq 127 -o "$rc" -eq 126 ]
 run exec nosuchsandbox -- true
 expect "exec in a missing sandbox: 255 and not found" '[ "$rc" -eq 255 ] && grep -q "not found" "$work/err"'
+timeout 60 "$airlock" exec "$sid" -- yes 2>"$work/err" | head -1 >"$work/out"
+check "exec into a pipe that closes ends" [ "$(out)" = y ]
+sleep 1
+run exec "$sid" -- sh -c \
+	'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = yes ] && echo $p; done; true'
+check "... and stops the command in the sandbox" [ "$rc" -eq 0 -a -z "$(out)" ]
 echo 'echo $((6 * 7))' | "$airlock" shell "$sid" >"$work/out" 2>"$work/err"
 check "shell reads commands from a pipe" grep -qx 42 "$work/out"
 

@@ -733,6 +733,29 @@ test_commands(void)
 	free(err);
 }
 
+/* stdout closed under us (| head): the remote command is stopped, exit 141. */
+static void
+test_exec_broken_pipe(void)
+{
+	char *argv[] = { "echo", NULL };
+	struct cli_exec_opts o;
+	struct cli_api *api;
+	int p[2];
+
+	memset(&o, 0, sizeof(o));
+	o.id = "sb1";
+	o.cmd = argv;
+	o.ncmd = 1;
+	o.env = json_object();
+	CHECK(pipe(p) == 0);
+	close(p[0]);
+	api = cli_api_new(NULL);
+	CHECK(cmd_exec_run(api, &o, STDIN_FILENO, p[1], STDERR_FILENO) == 128 + SIGPIPE);
+	cli_api_free(api);
+	cmd_exec_opts_free(&o);
+	close(p[1]);
+}
+
 /* Run exec with the given command; stdout/stderr land in files. */
 static int
 run_exec(const char *cmd, int interactive, const char *input, char **out, char **err)
@@ -982,6 +1005,7 @@ client(void *arg)
 	T_RUN(test_api_errors);
 	T_RUN(test_commands);
 	T_RUN(test_exec);
+	T_RUN(test_exec_broken_pipe);
 	T_RUN(test_cp);
 	T_RUN(test_bogus_daemon);
 
