@@ -27,7 +27,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define EXEC_STDIN_CHUNK	(32 * 1024)	/* bytes per stdin POST */
+/* Bytes per stdin POST: base64 of it stays well under the API's 1 MiB JSON limit. */
+#define EXEC_STDIN_CHUNK	(256 * 1024)
 #define EXEC_EXIT_NOSTART	127		/* the command could not start, like a shell */
 #define EXEC_EXIT_DETACHED	130
 #define EXEC_EXIT_PIPE		(128 + SIGPIPE)	/* what a local pipeline would report */
@@ -230,7 +231,7 @@ exec_process_post(struct exec_state *ex, const char *what, json_t *body, char **
 static void
 exec_forward_stdin(struct exec_state *ex)
 {
-	unsigned char buf[EXEC_STDIN_CHUNK];
+	static unsigned char buf[EXEC_STDIN_CHUNK];
 	char *b64, *cause = NULL;
 	ssize_t n;
 
