@@ -462,6 +462,19 @@ fake_create(struct http_req *req, void *arg)
 }
 
 static void
+fake_key_create(struct http_req *req, void *arg)
+{
+	size_t len;
+	const char *body = http_req_body(req, &len);
+	json_t *j = json_loadb(body, len, 0, NULL);
+
+	http_reply_json(req, 201, json_pack("{s:s,s:O,s:O,s:O,s:s}", "id", "k2", "name",
+	    json_object_get(j, "name"), "project", json_object_get(j, "project"), "role",
+	    json_object_get(j, "role"), "key", "al_secret"));
+	json_decref(j);
+}
+
+static void
 fake_big(struct http_req *req)
 {
 	char chunk[65536];
@@ -541,7 +554,25 @@ fake_router(struct http_req *req, void *arg)
 		else
 			http_reply_error(req, 404, "not_found", "no such path");
 		free(q);
-	} else if (strcmp(p, "/v1/events") == 0) {
+	} else if (strcmp(p, "/v1/sandboxes/sb1/logs") == 0) {
+		q = http_req_query_get(req, "tail");
+		http_reply(req, 200, "text/plain", q && strcmp(q, "2") == 0 ? "b\nc\n" : "a\nb\nc\n",
+		    q && strcmp(q, "2") == 0 ? 4 : 6);
+		free(q);
+	} else if (strcmp(p, "/v1/keys") == 0 && strcmp(m, "POST") == 0)
+		http_req_buffer(req, HTTP_JSON_BODY_MAX, fake_key_create, NULL);
+	else if (strcmp(p, "/v1/keys") == 0)
+		http_reply_json(req, 200, json_pack("{s:[{s:s,s:s,s:s,s:s,s:s}]}", "keys", "id",
+		    "k1", "name", "ci", "project", "default", "role", "user", "prefix", "al_ab"));
+	else if (strcmp(p, "/v1/keys/k1") == 0 && strcmp(m, "DELETE") == 0)
+		http_reply(req, 204, NULL, NULL, 0);
+	else if (strcmp(p, "/v1/templates") == 0)
+		http_reply_json(req, 200, json_pack("{s:[{s:s,s:s,s:s,s:i}]}", "templates", "name",
+		    "apitpl", "kernel_release", "6.1", "built_at", "2026-11-30T08:00:00Z",
+		    "disk_size_mb", 4096));
+	else if (strcmp(p, "/v1/templates/busy") == 0)
+		http_reply_error(req, 409, "conflict", "template \"busy\" is used by 2 sandboxes");
+	else if (strcmp(p, "/v1/events") == 0) {
 		http_sse_start(req);
 		http_sse_event(req, "created", json_pack("{s:i,s:s,s:s,s:s,s:{}}", "seq", 1,
 		    "at", "2026-11-30T08:00:00.000Z", "sandbox", "sb1", "type", "created", "data"));
@@ -725,6 +756,42 @@ test_commands(void)
 	CHECK(capture(cmd_rm, 3, rm, &out, &err) == 1);
 	CHECK_STR(out, "removed sb1\n");
 	CHECK(strstr(err, "sandbox \"missing\" not found") != NULL);
+	free(out);
+	free(err);
+	char *logs[] = { "logs", "--tail", "2", "sb1", NULL };
+	CHECK(capture(cmd_logs, 4, logs, &out, &err) == 0);
+	CHECK_STR(out, "b\nc\n");
+	free(out);
+	free(err);
+	char *kc[] = { "key", "create", "ci", "--role", "admin", NULL };
+	CHECK(capture(cmd_key, 5, kc, &out, &err) == 0);
+	CHECK_STR(out, "al_secret\n");
+	CHECK(strstr(err, "role admin") != NULL && strstr(err, "only this once") != NULL);
+	free(out);
+	free(err);
+	char *kbad[] = { "key", "create", "ci", "--role", "root", NULL };
+	CHECK(capture(cmd_key, 5, kbad, &out, &err) == 2);
+	free(out);
+	free(err);
+	char *kl[] = { "key", "ls", NULL };
+	CHECK(capture(cmd_key, 2, kl, &out, &err) == 0);
+	CHECK(strstr(out, "PREFIX") != NULL && strstr(out, "al_ab") != NULL);
+	free(out);
+	free(err);
+	char *kr[] = { "key", "rm", "k1", NULL };
+	CHECK(capture(cmd_key, 3, kr, &out, &err) == 0);
+	CHECK_STR(out, "removed key k1\n");
+	free(out);
+	free(err);
+	/* template ls/rm go through the daemon when it answers. */
+	char *tl[] = { "template", "ls", NULL };
+	CHECK(capture(cmd_template, 2, tl, &out, &err) == 0);
+	CHECK(strstr(out, "apitpl") != NULL);
+	free(out);
+	free(err);
+	char *tr[] = { "template", "rm", "busy", NULL };
+	CHECK(capture(cmd_template, 3, tr, &out, &err) == 1);
+	CHECK(strstr(err, "used by 2 sandboxes") != NULL);
 	free(out);
 	free(err);
 	CHECK(capture(cmd_events, 1, ev, &out, &err) == 0);
