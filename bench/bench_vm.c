@@ -45,6 +45,11 @@ struct series {
 };
 
 static char tag[32];
+static struct series ph_cold_spawn = { .name = "cold boot phase: jail set up, QEMU exec'd", .unit = "ms" },
+    ph_cold_qmp = { .name = "cold boot phase: QMP ready", .unit = "ms" },
+    ph_chk = { .name = "restore phase: header + devstate checksum (+ RAM reflink in own mode)", .unit = "ms" },
+    ph_spawn = { .name = "restore phase: jail set up, QEMU exec'd", .unit = "ms" },
+    ph_qmp = { .name = "restore phase: QMP ready", .unit = "ms" };
 static int runs = 20, nclones = 4;
 
 static void
@@ -207,8 +212,14 @@ bench_cold(struct series *running, struct series *ready, struct series *rss,
 			stor_sandbox_destroy(&ss, NULL);
 			return;
 		}
-		if (vt_wait_flag(&t.done, BENCH_OP_MS) == 0 && t.ok)
+		if (vt_wait_flag(&t.done, BENCH_OP_MS) == 0 && t.ok) {
+			struct vm_timings tm;
+
 			add(running, (vt_now() - t0) * 1000.0);
+			vm_timings(t.vm, &tm);
+			add(&ph_cold_spawn, tm.spawned);
+			add(&ph_cold_qmp, tm.qmp_ready);
+		}
 		if (vt_wait_line(&t, 0, AGENT_READY_LINE, BENCH_BOOT_MS) >= 0) {
 			add(ready, (vt_now() - t0) * 1000.0);
 			idle_memory(&t, 1000, rss, pss);
@@ -283,9 +294,16 @@ bench_restore(const char *snapdir, enum vm_restore_mem mode, int memfd,
 			break;
 		}
 		if (vt_wait_flag(&t->done, BENCH_OP_MS) == 0 && t->ok) {
+			struct vm_timings tm;
 			double ms;
 
 			add(running, (vt_now() - t0) * 1000.0);
+			if (mode == VM_RESTORE_SHARED) {
+				vm_timings(t->vm, &tm);
+				add(&ph_chk, tm.checked);
+				add(&ph_spawn, tm.spawned);
+				add(&ph_qmp, tm.qmp_ready);
+			}
 			if ((ms = agent_ping_ms(t->vm, t0)) >= 0)
 				add(ready, ms);
 			idle_memory(t, 1000, rss, pss);
@@ -440,8 +458,13 @@ main(int argc, char **argv)
 	free(snapdir);
 
 	printf("| metric | median | p90 | runs |\n|---|---|---|---|\n");
+	report(&ph_cold_spawn);
+	report(&ph_cold_qmp);
 	report(&cold_run);
 	report(&cold_ready);
+	report(&ph_chk);
+	report(&ph_spawn);
+	report(&ph_qmp);
 	report(&own_run);
 	report(&own_ready);
 	report(&shr_run);

@@ -78,6 +78,9 @@ struct vm {
 	int			 vm_snapfd;
 	struct timespec		 vm_deadline;
 
+	struct timespec		 vm_t0;			/* vm_boot/vm_restore called */
+	struct vm_timings	 vm_times;
+
 	int			 vm_depth;		/* user callbacks on the stack */
 	int			 vm_freed;
 };
@@ -122,6 +125,21 @@ vm_deadline_passed(const struct vm *vm)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return now.tv_sec > vm->vm_deadline.tv_sec || (now.tv_sec == vm->vm_deadline.tv_sec &&
 	    now.tv_nsec >= vm->vm_deadline.tv_nsec);
+}
+
+static double
+vm_ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+void
+vm_timings(const struct vm *vm, struct vm_timings *t)
+{
+	*t = vm->vm_times;
 }
 
 static void
@@ -517,6 +535,7 @@ vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
 	j.stderr_fd = errfd;
 	j.cgroup_procs = vm->vm_cg.vc_procs;
 	rc = vm_jail_spawn(&j, a.av, &vm->vm_pid, cause);
+	vm->vm_times.spawned = vm_ms_since(&vm->vm_t0);
 	close(errfd);
 	if (rc == -1)
 		goto bad;
@@ -603,6 +622,7 @@ vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 			vm_check_finished(vm);
 		return;
 	}
+	vm->vm_times.qmp_ready = vm_ms_since(&vm->vm_t0);
 	/* The console socket exists once QMP answers: chardevs come first. */
 	if (vm_console_connect(vm, &cause) == -1) {
 		vm_op_fail(vm, "%s", cause);
@@ -633,6 +653,7 @@ vm_boot_cont(struct qmp *q, json_t *ret, const char *error, void *arg)
 		return;
 	}
 	vm->vm_state = VM_RUNNING;
+	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
 	vm_op_done(vm, NULL);
 }
 
@@ -644,8 +665,10 @@ vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	    { cfg->initrd, "/ro/initrd" } };
 	struct vm_spec spec;
 	struct vm *vm;
+	struct timespec t0;
 	int fds[1], nfds = 0, fd;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (cfg->kernel == NULL || cfg->initrd == NULL) {
 		cause_set(cause, "boot %s: kernel and initrd are required", cfg->name);
 		return NULL;
@@ -663,6 +686,7 @@ vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	if (stor_give(cfg->sandbox, cfg->sandbox->ss_mem, 0600, cause) == -1)
 		return NULL;
 	vm = vm_new(base, cfg, ev, done, arg);
+	vm->vm_t0 = t0;
 	vm->vm_op = VM_OP_BOOT;
 	vm->vm_own_mem = 1;
 	vm_spec_common(cfg, &spec);
@@ -702,6 +726,7 @@ vm_restore_running(struct qmp *q, json_t *ret, const char *error, void *arg)
 		return;
 	}
 	vm->vm_state = VM_RUNNING;
+	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
 	vm_op_done(vm, NULL);
 }
 
@@ -822,8 +847,11 @@ vm_restore(struct event_base *base, const struct vm_config *cfg, const char *sna
 	struct vm *vm = NULL;
 	char sha[65], *path = NULL, *mempath = NULL;
 	uint64_t size;
+	struct timespec t0;
+	double checked;
 	int fds[3], nfds = 0, devfd = -1, memfd = -1;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	vm_spec_common(cfg, &spec);
 	if (stor_snapshot_load(snapdir, &h, cause) == -1)
 		goto bad;
@@ -847,6 +875,7 @@ vm_restore(struct event_base *base, const struct vm_config *cfg, const char *sna
 		goto bad;
 	}
 	fds[nfds++] = devfd;
+	checked = vm_ms_since(&t0);
 	if (mode == VM_RESTORE_SHARED) {
 		if (base_memfd == -1 || fstat(base_memfd, &st) == -1 ||
 		    (uint64_t)st.st_size != h.mem_size) {
@@ -880,6 +909,8 @@ vm_restore(struct event_base *base, const struct vm_config *cfg, const char *sna
 	spec.mem_path = mempath;
 	spec.incoming = 1;
 	vm = vm_new(base, cfg, ev, done, arg);
+	vm->vm_t0 = t0;
+	vm->vm_times.checked = checked;
 	vm->vm_op = VM_OP_RESTORE;
 	vm->vm_own_mem = mode == VM_RESTORE_OWN;
 	if (vm_spawn(vm, cfg, &spec, fds, nfds, NULL, 0, cause) == -1) {

@@ -119,7 +119,16 @@ int vm_snapshot(struct vm *vm, const char *id, int then_exit, vm_done_cb done, c
 /* Ask the guest to power off (ACPI), after grace_ms quit QEMU, then kill. */
 int vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause);
 
+/* Where boot/restore time went, in ms since the vm_boot/vm_restore call. */
+struct vm_timings {
+	double	 checked;	/* restore: header + device state checksum done */
+	double	 spawned;	/* jail set up, QEMU exec'd */
+	double	 qmp_ready;	/* QMP greeting + capabilities */
+	double	 running;	/* cont answered */
+};
+
 void vm_stats(struct vm *vm, struct vm_stats *st);
+void vm_timings(const struct vm *vm, struct vm_timings *t);
 enum vm_state vm_state(const struct vm *vm);
 const char *vm_state_name(enum vm_state s);
 pid_t vm_pid(const struct vm *vm);
