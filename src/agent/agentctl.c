@@ -4,10 +4,13 @@
  *
  *   airlock-agentctl -s SOCK ping [-n COUNT]
  *       round trips of PING frames; prints min/median/p90/max in ms
- *   airlock-agentctl -s SOCK forward -L unix:PATH|[ADDR:]PORT GUEST_PORT
- *       every connection to the local listener becomes a stream to
- *       GUEST_PORT in the guest (49983 = the envd API). Prints
- *       "forwarding ready" on stdout once the channel is up.
+ *   airlock-agentctl -s SOCK forward -L LISTEN GUEST_PORT
+ *   airlock-agentctl -s SOCK forward -L LISTEN=GUEST_PORT [-L LISTEN=GUEST_PORT ...]
+ *       LISTEN is unix:PATH or [ADDR:]PORT. Every connection to a local
+ *       listener becomes a stream to its GUEST_PORT in the guest (49983 =
+ *       the envd API). Prints "forwarding ready" on stdout once the channel
+ *       is up. QEMU's channel socket takes one host client at a time, so
+ *       one agentctl carries every forward of a VM.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,13 +30,23 @@
 #include "common/log.h"
 #include "common/util.h"
 
-struct ctl {
-	struct event_base	*base;
-	struct agent_client	*ac;
-	const char		*listen_spec;
+#define CTL_MAX_FORWARDS	16
+
+struct ctl;
+
+struct fwd {
+	struct ctl		*c;
+	char			*spec;		/* local listener */
 	uint16_t		 guest_port;
 	int			 lfd;
 	struct event		*lev;
+};
+
+struct ctl {
+	struct event_base	*base;
+	struct agent_client	*ac;
+	struct fwd		 fwds[CTL_MAX_FORWARDS];
+	int			 nfwds;
 	int			 ping_left, ping_n;
 	double			*rtts;
 	int			 announced;
@@ -84,13 +97,13 @@ ctl_opened(int err, const char *reason, void *arg)
 static void
 ctl_accept(evutil_socket_t fd, short what, void *arg)
 {
-	struct ctl *c = arg;
+	struct fwd *f = arg;
 	char *cause = NULL;
 	int s;
 
 	if ((s = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) == -1)
 		return;
-	if (agent_client_open_fd(c->ac, c->guest_port, s, ctl_opened, c, &cause) == -1) {
+	if (agent_client_open_fd(f->c->ac, f->guest_port, s, ctl_opened, f, &cause) == -1) {
 		log_warnx("%s", cause);
 		free(cause);
 	}
@@ -181,7 +194,9 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: airlock-agentctl -s SOCKET ping [-n COUNT]\n"
-	    "       airlock-agentctl -s SOCKET forward -L unix:PATH|[ADDR:]PORT GUEST_PORT\n");
+	    "       airlock-agentctl -s SOCKET forward -L LISTEN GUEST_PORT\n"
+	    "       airlock-agentctl -s SOCKET forward -L LISTEN=GUEST_PORT ...\n"
+	    "       (LISTEN: unix:PATH or [ADDR:]PORT)\n");
 	exit(2);
 }
 
@@ -191,13 +206,13 @@ main(int argc, char **argv)
 	static const struct agent_client_cb cb = { .up = ctl_up, .down = ctl_down };
 	struct ctl c;
 	struct event *sigev, *sigev2;
-	const char *sock = NULL, *cmd;
-	char *cause = NULL;
-	int ch, count = 20;
+	const char *sock = NULL, *cmd, *specs[CTL_MAX_FORWARDS];
+	char *cause = NULL, *eq;
+	int ch, count = 20, nspecs = 0, i;
+	long port;
 
 	log_init("airlock-agentctl", LOG_LVL_INFO);
 	memset(&c, 0, sizeof(c));
-	c.lfd = -1;
 	while ((ch = getopt(argc, argv, "+s:")) != -1) {
 		if (ch == 's')
 			sock = optarg;
@@ -213,8 +228,8 @@ main(int argc, char **argv)
 	while ((ch = getopt(argc, argv, "n:L:")) != -1) {
 		if (ch == 'n')
 			count = atoi(optarg);
-		else if (ch == 'L')
-			c.listen_spec = optarg;
+		else if (ch == 'L' && nspecs < CTL_MAX_FORWARDS)
+			specs[nspecs++] = optarg;
 		else
 			usage();
 	}
@@ -228,13 +243,29 @@ main(int argc, char **argv)
 		c.ping_left = count;
 		c.rtts = xcalloc((size_t)count, sizeof(double));
 	} else if (strcmp(cmd, "forward") == 0) {
-		if (c.listen_spec == NULL || argc != 1 || atoi(argv[0]) <= 0 || atoi(argv[0]) > 65535)
+		if (nspecs == 0 || argc > 1 || (argc == 1 && nspecs != 1))
 			usage();
-		c.guest_port = (uint16_t)atoi(argv[0]);
-		if ((c.lfd = ctl_listen(c.listen_spec, &cause)) == -1)
-			fatalx("%s: %s", c.listen_spec, cause);
-		c.lev = event_new(c.base, c.lfd, EV_READ | EV_PERSIST, ctl_accept, &c);
-		event_add(c.lev, NULL);
+		for (i = 0; i < nspecs; i++) {
+			struct fwd *f = &c.fwds[c.nfwds++];
+
+			f->c = &c;
+			f->spec = xstrdup(specs[i]);
+			/* LISTEN=PORT; a unix path may contain '=', so split at the last. */
+			if (argc == 1)
+				port = strtol(argv[0], NULL, 10);
+			else if ((eq = strrchr(f->spec, '=')) != NULL) {
+				*eq = '\0';
+				port = strtol(eq + 1, NULL, 10);
+			} else
+				usage();
+			if (port <= 0 || port > 65535)
+				usage();
+			f->guest_port = (uint16_t)port;
+			if ((f->lfd = ctl_listen(f->spec, &cause)) == -1)
+				fatalx("%s: %s", f->spec, cause);
+			f->lev = event_new(c.base, f->lfd, EV_READ | EV_PERSIST, ctl_accept, f);
+			event_add(f->lev, NULL);
+		}
 	} else
 		usage();
 	sigev = evsignal_new(c.base, SIGTERM, ctl_signal, c.base);
@@ -244,12 +275,13 @@ main(int argc, char **argv)
 	c.ac = agent_client_new(c.base, sock, &cb, &c);
 	event_base_dispatch(c.base);
 	agent_client_free(c.ac);
-	if (c.lev != NULL)
-		event_free(c.lev);
-	if (c.lfd != -1)
-		close(c.lfd);
-	if (c.listen_spec != NULL && strncmp(c.listen_spec, "unix:", 5) == 0)
-		unlink(c.listen_spec + 5);
+	for (i = 0; i < c.nfwds; i++) {
+		event_free(c.fwds[i].lev);
+		close(c.fwds[i].lfd);
+		if (strncmp(c.fwds[i].spec, "unix:", 5) == 0)
+			unlink(c.fwds[i].spec + 5);
+		free(c.fwds[i].spec);
+	}
 	event_free(sigev);
 	event_free(sigev2);
 	free(c.rtts);

@@ -211,7 +211,7 @@ ah_read_head(int fd, struct hresp *r)
 	do {
 		if ((n = read_line(fd, line, sizeof(line))) < 0)
 			return -1;
-		if (used == 0 && sscanf(line, "HTTP/1.1 %d", &r->status) != 1)
+		if (used == 0 && sscanf(line, "HTTP/1.%*d %d", &r->status) != 1)
 			return -1;
 		if (r->status == 100 && n == 0) {
 			used = 0;	/* 100 Continue: the real head follows */
