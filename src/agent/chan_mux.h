@@ -12,6 +12,9 @@
  * down. When the link fails, `down` runs once; the owner must then free the
  * mux outside the callback (event_base_once), since the mux may still be
  * on the stack.
+ *
+ * Programs using a mux must ignore SIGPIPE: libevent writes with writev(),
+ * and a stream's local socket may be closed by its far end at any time.
  */
 #ifndef AIRLOCK_CHAN_MUX_H
 #define AIRLOCK_CHAN_MUX_H
