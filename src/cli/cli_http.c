@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,6 +133,22 @@ cli_api_key_ok(const char *k)
 	return 1;
 }
 
+/* Is the daemon on this host? Only then may the local admin key go to it. */
+static int
+cli_api_loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (strcasecmp(host, "localhost") == 0)
+		return 1;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6);
+	return 0;
+}
+
 static void
 cli_api_load_key(struct cli_api *api)
 {
@@ -145,6 +164,12 @@ cli_api_load_key(struct cli_api *api)
 			return;
 		}
 		api->key = xstrdup(env);
+		return;
+	}
+	if (!cli_api_loopback(api->host)) {
+		api->key_origin = xstrdup("nowhere");
+		xasprintf(&api->key_problem, "no API key: set AIRLOCK_API_KEY (this host's admin "
+		    "key is only sent to a daemon on this host, not %s)", api->host);
 		return;
 	}
 	path = paths_data("admin.key");
@@ -208,6 +233,12 @@ const char *
 cli_api_url(const struct cli_api *api)
 {
 	return api->url;
+}
+
+int
+cli_api_has_key(const struct cli_api *api)
+{
+	return api->key != NULL;
 }
 
 struct cli_conn *

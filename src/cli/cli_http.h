@@ -4,8 +4,9 @@
  * event stream, stdin and SIGWINCH) poll the connection's fd themselves.
  *
  * Configuration: AIRLOCK_URL (default http://127.0.0.1:7070), and the key
- * from AIRLOCK_API_KEY, else $AIRLOCK_DATA_DIR/admin.key, so root on the host
- * needs no setup. The daemon's answers are untrusted input: heads, bodies
+ * from AIRLOCK_API_KEY, else $AIRLOCK_DATA_DIR/admin.key when the daemon is
+ * on this host (loopback), so root on the host needs no setup and the admin
+ * key never goes to a remote daemon by accident. The daemon's answers are untrusted input: heads, bodies
  * kept in memory and event streams are all bounded.
  */
 #ifndef AIRLOCK_CLI_HTTP_H
@@ -41,6 +42,8 @@ typedef void (*cli_http_progress)(void *arg, uint64_t sent);
 struct cli_api *cli_api_new(char **cause);
 void cli_api_free(struct cli_api *api);
 const char *cli_api_url(const struct cli_api *api);
+/* Whether a key was found (the admin key file is used only for a local daemon). */
+int cli_api_has_key(const struct cli_api *api);
 
 /*
  * One JSON request on the API's own keep-alive connection. body may be NULL.

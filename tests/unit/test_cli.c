@@ -673,6 +673,21 @@ test_api_errors(void)
 	CHECK(j != NULL && status == 200);
 	json_decref(j);
 	cli_api_free(api);
+	/* ...but not to a daemon elsewhere. */
+	setenv("AIRLOCK_URL", "http://192.0.2.1:7070", 1);
+	api = cli_api_new(&cause);
+	CHECK(api != NULL && !cli_api_has_key(api));
+	cli_api_free(api);
+	setenv("AIRLOCK_URL", "http://localhost:7070", 1);
+	api = cli_api_new(&cause);
+	CHECK(api != NULL && cli_api_has_key(api));
+	cli_api_free(api);
+	setenv("AIRLOCK_URL", "http://[::1]:7070", 1);
+	api = cli_api_new(&cause);
+	CHECK(api != NULL && cli_api_has_key(api));
+	cli_api_free(api);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	setenv("AIRLOCK_URL", url, 1);
 	unlink(kp);
 	rmdir(dir);
 	free(kp);
