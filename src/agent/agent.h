@@ -102,6 +102,8 @@ char *b64_encode(const void *data, size_t len);
 /* Decode standard base64 into *out (malloc'd); -1 on bad input. */
 int b64_decode(const char *s, uint8_t **out, size_t *outlen);
 
+void agent_sha256(const void *data, size_t len, uint8_t out[32]);
+
 /* Services. */
 void proc_init(void);
 void proc_route(struct http_conn *, const char *method);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -353,9 +354,67 @@ files_post(struct http_conn *hc, const struct http_req *req)
 	http_set_handler(hc, &upload_handler, up);
 }
 
+/*
+ * With an access token set, /files takes the X-Access-Token header or an
+ * E2B signed URL: signature = "v1_" + base64(sha256("<path>:<read|write>:
+ * <username>:<token>[:<expiration>]")) without '=' padding.
+ */
+static int
+files_authorized(struct http_conn *hc, const struct http_req *req, const char *op)
+{
+	const char *tok = http_req_header(req, "X-Access-Token");
+	char *path, *user, *sig, *exp, *msg = NULL, *want = NULL;
+	uint8_t digest[32];
+	int ok = 0, n;
+
+	if (ag.ag_token == NULL || (tok != NULL && strcmp(tok, ag.ag_token) == 0))
+		return 1;
+	path = http_query_get(req->query, "path");
+	user = http_query_get(req->query, "username");
+	sig = http_query_get(req->query, "signature");
+	exp = http_query_get(req->query, "signature_expiration");
+	if (sig == NULL) {
+		files_error(hc, 401, "missing access token or signature");
+		goto out;
+	}
+	if (exp != NULL && (strspn(exp, "0123456789") != strlen(exp) || *exp == '\0' ||
+	    strtoll(exp, NULL, 10) < (long long)time(NULL))) {
+		files_error(hc, 401, "signature expired");
+		goto out;
+	}
+	n = asprintf(&msg, "%s:%s:%s:%s%s%s", path != NULL ? path : "", op,
+	    user != NULL ? user : "", ag.ag_token, exp != NULL ? ":" : "", exp != NULL ? exp : "");
+	if (n < 0) {
+		msg = NULL;
+		files_error(hc, 500, "out of memory");
+		goto out;
+	}
+	agent_sha256(msg, (size_t)n, digest);
+	if ((want = b64_encode(digest, sizeof(digest))) != NULL) {
+		want[strcspn(want, "=")] = '\0';
+		ok = strncmp(sig, "v1_", 3) == 0 && strcmp(sig + 3, want) == 0;
+	}
+	if (!ok)
+		files_error(hc, 401, "invalid signature");
+out:
+	free(path);
+	free(user);
+	free(sig);
+	free(exp);
+	free(msg);
+	free(want);
+	return ok;
+}
+
 void
 files_route(struct http_conn *hc, const struct http_req *req)
 {
+	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "POST") != 0) {
+		files_error(hc, 405, "method not allowed");
+		return;
+	}
+	if (!files_authorized(hc, req, strcmp(req->method, "GET") == 0 ? "read" : "write"))
+		return;
 	if (strcmp(req->method, "GET") == 0)
 		files_get(hc, req);
 	else if (strcmp(req->method, "POST") == 0)

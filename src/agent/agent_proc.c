@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/close_range.h>
 #include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
@@ -562,6 +563,12 @@ proc_child(const struct spawn *sp, int in, int out, int err, const char *slave, 
 	}
 	if (dup2(in, 0) == -1 || dup2(out, 1) == -1 || dup2(err, 2) == -1)
 		goto fail;
+	/*
+	 * libevent's sockets (forwarded TCP connections, the channel) are not
+	 * all close-on-exec; a command must not inherit them, or a stream
+	 * would stay open as long as the command runs.
+	 */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (geteuid() == 0 && (getuid() != sp->user->uid || getgid() != sp->user->gid)) {
 		if (setgroups((size_t)ngids, gids) == -1 || setgid(sp->user->gid) == -1 ||
 		    setuid(sp->user->uid) == -1)

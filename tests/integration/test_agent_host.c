@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "agent_harness.h"
+#include "common/util.h"
 #include "../unit/t.h"
 
 #define BIG_LEN		(100u * 1024 * 1024)
@@ -886,6 +887,86 @@ test_forward(void)
 	free(closed_sock);
 }
 
+/* E2B's signed URL: "v1_" + base64(sha256(msg)) without padding. */
+static char *
+sign(const char *msg)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char hex[65], *out = malloc(160), *o = out, *p, *q;
+	unsigned char d[33];
+	unsigned v;
+	int i;
+
+	sha256_hex(msg, strlen(msg), hex);
+	for (i = 0; i < 32; i++) {
+		sscanf(hex + 2 * i, "%2x", &v);
+		d[i] = (unsigned char)v;
+	}
+	d[32] = 0;
+	o += sprintf(o, "v1_");
+	for (i = 0; i < 33; i += 3) {
+		v = (unsigned)d[i] << 16 | (i + 1 < 33 ? (unsigned)d[i + 1] << 8 : 0) |
+		    (i + 2 < 33 ? d[i + 2] : 0);
+		*o++ = t[v >> 18];
+		*o++ = t[(v >> 12) & 63];
+		if (i + 1 < 32)
+			*o++ = t[(v >> 6) & 63];
+		if (i + 2 < 32)
+			*o++ = t[v & 63];
+	}
+	*o = '\0';
+	/* As URLSearchParams sends it: '+' and '/' percent-encoded. */
+	q = malloc(160);
+	for (p = out, o = q; *p != '\0'; p++)
+		o += *p == '+' ? sprintf(o, "%%2B") : *p == '/' ? sprintf(o, "%%2F") : sprintf(o, "%c", *p);
+	free(out);
+	return q;
+}
+
+static void
+test_files_signature(void)
+{
+	struct hresp r;
+	char *sig, *target;
+
+	/* The token from test_init_token is still set here. */
+	CHECK(ah_request(api, "GET", "/files?path=a.txt", NULL, NULL, 0, &r) == 0 && r.status == 401);
+	CHECK(has_code_int(&r, 401));
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/files?path=a.txt", "X-Access-Token: tok\r\n", NULL, 0, &r) == 0);
+	CHECK(r.status == 200);
+	ah_resp_free(&r);
+	sig = sign("a.txt:read::tok");
+	target = jstr("/files?path=a.txt&signature=%s", sig);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0 && r.status == 200);
+	CHECK(r.len == 10);
+	ah_resp_free(&r);
+	free(target);
+	/* Signed for reading, not writing; and a wrong signature. */
+	target = jstr("/files?path=a.txt&signature=%s", sig);
+	CHECK(ah_request(api, "POST", target, "Content-Type: application/octet-stream\r\n", "x", 1,
+	    &r) == 0 && r.status == 401);
+	ah_resp_free(&r);
+	free(target);
+	free(sig);
+	sig = sign("a.txt:read:user:tok:4102444800");
+	target = jstr("/files?path=a.txt&username=user&signature=%s&signature_expiration=4102444800",
+	    sig);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0 && r.status == 200);
+	ah_resp_free(&r);
+	free(target);
+	free(sig);
+	sig = sign("a.txt:read::tok:1000");
+	target = jstr("/files?path=a.txt&signature=%s&signature_expiration=1000", sig);
+	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0 && r.status == 401);
+	ah_resp_free(&r);
+	free(target);
+	free(sig);
+	CHECK(ah_request(api, "GET", "/files?path=a.txt&signature=v1_AAAA", NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 401);
+	ah_resp_free(&r);
+}
+
 static void
 test_init_token(void)
 {
@@ -915,6 +996,7 @@ test_init_token(void)
 		CHECK_STR(run.out, "yes\n");
 		ah_run_free(&run);
 	}
+	test_files_signature();
 	CHECK(ah_request(api, "POST", "/init", "Content-Type: application/json\r\n",
 	    "{\"accessToken\":\"\"}", 18, &r) == 0 && r.status == 204);
 	ah_resp_free(&r);

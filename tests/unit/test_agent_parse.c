@@ -10,6 +10,7 @@
 #include "agent/agent.h"
 #include "agent/agent_http.h"
 #include "agent/agent_multipart.h"
+#include "common/util.h"
 #include "t.h"
 
 /* Unused here, but agent_api.o (path_resolve) refers to them. */
@@ -326,6 +327,29 @@ test_paths(void)
 	free(p);
 }
 
+static void
+test_sha256(void)
+{
+	uint8_t d[32], buf[300];
+	char hex[65], ref[65];
+	size_t len, i;
+
+	agent_sha256("abc", 3, d);
+	for (i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", d[i]);
+	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	/* Every length across the padding edges, against OpenSSL. */
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 31 + 7);
+	for (len = 0; len <= sizeof(buf); len++) {
+		agent_sha256(buf, len, d);
+		for (i = 0; i < 32; i++)
+			sprintf(hex + 2 * i, "%02x", d[i]);
+		sha256_hex(buf, len, ref);
+		CHECK(strcmp(hex, ref) == 0);
+	}
+}
+
 int
 main(void)
 {
@@ -335,5 +359,6 @@ main(void)
 	T_RUN(test_connect_envelope);
 	T_RUN(test_base64);
 	T_RUN(test_paths);
+	T_RUN(test_sha256);
 	return t_done();
 }
