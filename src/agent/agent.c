@@ -111,6 +111,18 @@ agent_mount(const char *src, const char *dst, const char *type, unsigned long fl
 		alog("mount %s: %s", dst, strerror(errno));
 }
 
+static void
+agent_write_file(const char *path, const char *value)
+{
+	int fd;
+
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1 ||
+	    write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+		alog("write %s: %s", path, strerror(errno));
+	if (fd != -1)
+		close(fd);
+}
+
 /* Forwarded ports connect to 127.0.0.1 in the guest: lo must be up. */
 static void
 agent_lo_up(void)
@@ -141,6 +153,8 @@ agent_pid1_setup(void)
 	if (symlink("/dev/pts/ptmx", "/dev/ptmx") == -1 && errno != EEXIST)
 		alog("ptmx: %s", strerror(errno));
 	agent_lo_up();
+	/* The OOM killer must pick a user command, never init (that would panic). */
+	agent_write_file("/proc/self/oom_score_adj", "-1000");
 	/* Ctrl-Alt-Del becomes SIGINT to us instead of an instant reboot. */
 	reboot(RB_DISABLE_CAD);
 }

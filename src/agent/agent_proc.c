@@ -555,6 +555,12 @@ proc_child(const struct spawn *sp, int in, int out, int err, const char *slave, 
 	for (i = 1; i < NSIG; i++)
 		signal(i, SIG_DFL);
 	setsid();
+	/* The agent shields itself from the OOM killer; its commands must not inherit that. */
+	if (ag.ag_pid1 && (fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) != -1) {
+		if (write(fd, "0", 1) != 1)
+			goto fail;
+		close(fd);
+	}
 	if (sp->pty) {
 		if ((fd = open(slave, O_RDWR)) == -1)
 			goto fail;
@@ -722,7 +728,10 @@ proc_start_end(struct http_conn *hc)
 		connect_stream_end(hc, "invalid_argument", "too many arguments");
 		goto out;
 	}
-	argv = calloc(nargs + 2, sizeof(*argv));
+	if ((argv = calloc(nargs + 2, sizeof(*argv))) == NULL) {
+		connect_stream_end(hc, "resource_exhausted", "out of memory");
+		goto out;
+	}
 	argv[0] = (char *)sp.cmd;
 	for (i = 0; i < nargs; i++) {
 		if (!json_is_string(json_array_get(args, i))) {

@@ -153,6 +153,27 @@ ah_send(int fd, const char *method, const char *target, const char *headers, con
 	return len > 0 ? ah_write_all(fd, body, len) : 0;
 }
 
+int
+ah_send_chunked(int fd, const char *target, const char *ctype, const char *body, size_t len)
+{
+	char head[1024], sz[32];
+	size_t off = 0, n;
+
+	snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: agent\r\nContent-Type: %s\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n", target, ctype);
+	if (ah_write_all(fd, head, strlen(head)) == -1)
+		return -1;
+	while (off < len) {
+		n = len - off > 7 ? 7 : len - off;
+		snprintf(sz, sizeof(sz), "%zx\r\n", n);
+		if (ah_write_all(fd, sz, strlen(sz)) == -1 || ah_write_all(fd, body + off, n) == -1 ||
+		    ah_write_all(fd, "\r\n", 2) == -1)
+			return -1;
+		off += n;
+	}
+	return ah_write_all(fd, "0\r\n\r\n", 5);
+}
+
 /* Buffered reader state per fd would be nicer; responses here are read whole. */
 static int
 rd(int fd, char *buf, size_t len)
@@ -466,6 +487,29 @@ ah_exec(const char *sock, const char *request_json, const char *headers, struct 
 	run->http_status = r.status;
 	rc = ah_parse_stream(r.body, r.len, run);
 	ah_resp_free(&r);
+	return rc;
+}
+
+int
+ah_read_response_rest(int fd, struct ah_run *run)
+{
+	char *chunk, *all = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int rc;
+
+	memset(run, 0, sizeof(*run));
+	run->out = calloc(1, 1);
+	run->err = calloc(1, 1);
+	run->pty = calloc(1, 1);
+	while ((n = ah_read_chunk(fd, &chunk)) > 0) {
+		all = realloc(all, len + (size_t)n);
+		memcpy(all + len, chunk, (size_t)n);
+		len += (size_t)n;
+		free(chunk);
+	}
+	rc = n == 0 ? ah_parse_stream(all, len, run) : -1;
+	free(all);
 	return rc;
 }
 

@@ -31,6 +31,8 @@ int ah_write_all(int fd, const void *buf, size_t len);
 /* Send a request with a Content-Length body (body may be NULL). */
 int ah_send(int fd, const char *method, const char *target, const char *headers,
     const void *body, size_t len);
+/* Send a body with Transfer-Encoding: chunked in 7-byte chunks, as a streaming client would. */
+int ah_send_chunked(int fd, const char *target, const char *ctype, const char *body, size_t len);
 /* Read one response (Content-Length, chunked, or until EOF). */
 int ah_read_response(int fd, struct hresp *r);
 /* Read only the head; then ah_read_chunk reads one chunk (0 at the end). */
@@ -63,6 +65,8 @@ struct ah_run {
 char *ah_envelope(const char *json, size_t *len);
 /* Parse a whole streamed body of envelopes into run. -1 on bad framing. */
 int ah_parse_stream(const char *body, size_t len, struct ah_run *run);
+/* Read the remaining chunks of a stream on fd into run (after the caller read some). */
+int ah_read_response_rest(int fd, struct ah_run *run);
 /* Start a process over sock and wait for its whole stream. */
 int ah_exec(const char *sock, const char *request_json, const char *headers, struct ah_run *run);
 void ah_run_free(struct ah_run *run);

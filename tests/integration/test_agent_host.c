@@ -386,28 +386,6 @@ test_reattach(void)
 	free(req);
 }
 
-/* Send a chunked body in pieces, as undici does for /files. */
-static int
-send_chunked(int fd, const char *target, const char *ctype, const char *body, size_t len)
-{
-	char head[1024], sz[32];
-	size_t off = 0, n;
-
-	snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: agent\r\nContent-Type: %s\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", target, ctype);
-	if (ah_write_all(fd, head, strlen(head)) == -1)
-		return -1;
-	while (off < len) {
-		n = len - off > 7 ? 7 : len - off;
-		snprintf(sz, sizeof(sz), "%zx\r\n", n);
-		if (ah_write_all(fd, sz, strlen(sz)) == -1 || ah_write_all(fd, body + off, n) == -1 ||
-		    ah_write_all(fd, "\r\n", 2) == -1)
-			return -1;
-		off += n;
-	}
-	return ah_write_all(fd, "0\r\n\r\n", 5);
-}
-
 static void
 test_e2b_files(void)
 {
@@ -423,7 +401,7 @@ test_e2b_files(void)
 	    "name=\"file\"; filename=\"%s/a.txt\"\r\nContent-Type: application/octet-stream\r\n\r\n"
 	    "hello file\r\n------formdata-undici-075540592812--\r\n", home);
 	fd = ah_unix_connect(api);
-	CHECK(send_chunked(fd, target, "multipart/form-data; boundary=----formdata-undici-075540592812",
+	CHECK(ah_send_chunked(fd, target, "multipart/form-data; boundary=----formdata-undici-075540592812",
 	    body, strlen(body)) == 0);
 	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
 	j = body_json(&r);
@@ -441,7 +419,7 @@ test_e2b_files(void)
 	free(body);
 
 	/* Keep-alive: a second request on the same connection, octet-stream, relative path. */
-	CHECK(send_chunked(fd, "/files?path=rel%2Fb.txt", "application/octet-stream", "octet", 5) == 0);
+	CHECK(ah_send_chunked(fd, "/files?path=rel%2Fb.txt", "application/octet-stream", "octet", 5) == 0);
 	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
 	want = jstr("[{\"name\":\"b.txt\",\"type\":\"file\",\"path\":\"%s/rel/b.txt\"}]", home);
 	CHECK_STR(r.body, want);
@@ -456,7 +434,7 @@ test_e2b_files(void)
 	    "filename=\"%s/m2.txt\"\r\nContent-Type: application/octet-stream\r\n\r\ntwo\r\n"
 	    "------formdata-undici-013289807675--\r\n", home, home);
 	fd = ah_unix_connect(api);
-	CHECK(send_chunked(fd, "/files", "multipart/form-data; boundary=----formdata-undici-013289807675",
+	CHECK(ah_send_chunked(fd, "/files", "multipart/form-data; boundary=----formdata-undici-013289807675",
 	    body, strlen(body)) == 0);
 	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
 	j = body_json(&r);

@@ -16,6 +16,8 @@
 
 #include <pthread.h>
 
+#include <jansson.h>
+
 #include "agent/agent_console.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -72,6 +74,176 @@ test_pid1(void)
 	CHECK_STR(run.out, "/usr/local/bin/airlock-agent\nroot\nstill here\n");
 	ah_run_free(&run);
 	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
+	ah_resp_free(&r);
+}
+
+/* One Start as the JS SDK sends it; returns the run (caller frees). */
+static void
+start_js(const char *cmd, const char *extra, const char *headers, struct ah_run *run)
+{
+	char *req, hdrs[512];
+
+	xasprintf(&req, "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"%s\"]%s},"
+	    "\"stdin\":false}", cmd, extra != NULL ? extra : "");
+	snprintf(hdrs, sizeof(hdrs), "Connect-Timeout-Ms: 60000\r\nKeepalive-Ping-Interval: 50\r\n"
+	    "E2b-Sandbox-Id: 3469aff0e28fca1e4783\r\nE2b-Sandbox-Port: 49983\r\n"
+	    "User-Agent: e2b-js-sdk/2.20.1\r\n%s", headers != NULL ? headers : "");
+	CHECK(ah_exec(api, req, hdrs, run) == 0);
+	free(req);
+}
+
+/*
+ * The envd part of ../shared/spec/e2b-observed-requests.txt, byte for byte
+ * where it matters (bodies, content types, chunked uploads), with the
+ * answers the spec requires.
+ */
+static void
+test_e2b_replay(void)
+{
+	static const char mp1[] = "------formdata-undici-075540592812\r\nContent-Disposition: "
+	    "form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\nContent-Type: "
+	    "application/octet-stream\r\n\r\nhello file\r\n------formdata-undici-075540592812--\r\n";
+	static const char mp2[] = "------formdata-undici-013289807675\r\nContent-Disposition: "
+	    "form-data; name=\"file\"; filename=\"/home/user/m1.txt\"\r\nContent-Type: "
+	    "application/octet-stream\r\n\r\none\r\n------formdata-undici-013289807675\r\n"
+	    "Content-Disposition: form-data; name=\"file\"; filename=\"/home/user/m2.txt\"\r\n"
+	    "Content-Type: application/octet-stream\r\n\r\ntwo\r\n"
+	    "------formdata-undici-013289807675--\r\n";
+	struct ah_run run;
+	struct hresp r;
+	char *req;
+	int fd, pid;
+
+	start_js("echo hi; echo err 1>&2", NULL, NULL, &run);
+	CHECK(run.start_first && run.end_stream);
+	CHECK_STR(run.out, "hi\n");
+	CHECK_STR(run.err, "err\n");
+	CHECK(run.ended && run.exit_code == 0);
+	ah_run_free(&run);
+	start_js("exit 3", NULL, NULL, &run);
+	CHECK(run.ended && run.exit_code == 3 && run.end_stream);
+	CHECK_STR(run.error, "exit status 3");
+	ah_run_free(&run);
+	/* One connection for all /files requests, as undici's connections:1 agent. */
+	fd = ah_unix_connect(api);
+	CHECK(ah_send_chunked(fd, "/files?path=%2Fhome%2Fuser%2Fa.txt",
+	    "multipart/form-data; boundary=----formdata-undici-075540592812", mp1,
+	    sizeof(mp1) - 1) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	CHECK_STR(r.body, "[{\"name\":\"a.txt\",\"type\":\"file\",\"path\":\"/home/user/a.txt\"}]");
+	ah_resp_free(&r);
+	CHECK(ah_send_chunked(fd, "/files?path=rel%2Fb.txt", "application/octet-stream", "octet", 5) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	CHECK_STR(r.body, "[{\"name\":\"b.txt\",\"type\":\"file\",\"path\":\"/home/user/rel/b.txt\"}]");
+	ah_resp_free(&r);
+	CHECK(ah_send_chunked(fd, "/files", "multipart/form-data; boundary=----formdata-undici-013289807675",
+	    mp2, sizeof(mp2) - 1) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200);
+	CHECK_STR(r.body, "[{\"name\":\"m1.txt\",\"type\":\"file\",\"path\":\"/home/user/m1.txt\"},"
+	    "{\"name\":\"m2.txt\",\"type\":\"file\",\"path\":\"/home/user/m2.txt\"}]");
+	ah_resp_free(&r);
+	CHECK(ah_send(fd, "GET", "/files?path=%2Fhome%2Fuser%2Fa.txt", NULL, NULL, 0) == 0);
+	CHECK(ah_read_response(fd, &r) == 0 && r.status == 200 && r.len == 10);
+	ah_resp_free(&r);
+	close(fd);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/ListDir", "{\"path\":\"/home/user\",\"depth\":1}", NULL,
+	    &r) == 200);
+	CHECK(strstr(r.body, "\"path\":\"/home/user/m2.txt\"") != NULL);
+	CHECK(strstr(r.body, "\"path\":\"/home/user/rel\"") != NULL);
+	CHECK(strstr(r.body, "/home/user/rel/b.txt") == NULL);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Stat", "{\"path\":\"/home/user/nope\"}", NULL, &r) == 404);
+	CHECK(strstr(r.body, "\"code\":\"not_found\"") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"/home/user/dir\"}", NULL, &r) == 200);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"/home/user/dir\"}", NULL, &r) == 409);
+	CHECK(strstr(r.body, "\"code\":\"already_exists\"") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/files?path=%2Fhome%2Fuser%2Fmissing", NULL, NULL, 0, &r) == 0);
+	CHECK(r.status == 404 && strstr(r.body, "\"code\":404") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
+	ah_resp_free(&r);
+	/* Background cat with stdin: List, SendInput, CloseStdin. */
+	{
+		char *env, *chunk;
+		size_t len;
+		struct hresp h;
+		json_t *j;
+		ssize_t n;
+
+		env = ah_envelope("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"cat\"]},"
+		    "\"stdin\":true}", &len);
+		fd = ah_unix_connect(api);
+		CHECK(ah_send(fd, "POST", "/process.Process/Start",
+		    "Content-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\n", env,
+		    len) == 0);
+		free(env);
+		CHECK(ah_read_head(fd, &h) == 0 && h.status == 200);
+		ah_resp_free(&h);
+		CHECK((n = ah_read_chunk(fd, &chunk)) > 5);
+		j = json_loadb(chunk + 5, (size_t)n - 5, 0, NULL);
+		pid = (int)json_integer_value(json_object_get(json_object_get(json_object_get(j,
+		    "event"), "start"), "pid"));
+		json_decref(j);
+		free(chunk);
+		CHECK(ah_rpc(api, "process.Process/List", "{}", NULL, &r) == 200);
+		xasprintf(&req, "\"pid\":%d", pid);
+		CHECK(strstr(r.body, req) != NULL && strstr(r.body, "\"config\":{") != NULL);
+		free(req);
+		ah_resp_free(&r);
+		xasprintf(&req, "{\"process\":{\"pid\":%d},\"input\":{\"stdin\":\"YWJjCg==\"}}", pid);
+		CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+		CHECK_STR(r.body, "{}");
+		ah_resp_free(&r);
+		free(req);
+		xasprintf(&req, "{\"process\":{\"pid\":%d}}", pid);
+		CHECK(ah_rpc(api, "process.Process/CloseStdin", req, NULL, &r) == 200);
+		ah_resp_free(&r);
+		free(req);
+		CHECK(ah_read_response_rest(fd, &run) == 0);
+		CHECK_STR(run.out, "abc\n");
+		CHECK(run.ended && run.exit_code == 0 && run.end_stream);
+		ah_run_free(&run);
+		close(fd);
+	}
+	/* As root, envs and cwd; SIGKILL; then a pid that does not exist. */
+	{
+		char *env, *chunk;
+		size_t len;
+		struct hresp h;
+		json_t *j;
+		ssize_t n;
+
+		env = ah_envelope("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\","
+		    "\"sleep 30\"],\"envs\":{\"A\":\"1\"},\"cwd\":\"/tmp\"},\"stdin\":false}", &len);
+		fd = ah_unix_connect(api);
+		CHECK(ah_send(fd, "POST", "/process.Process/Start",
+		    "Authorization: Basic cm9vdDo=\r\nContent-Type: application/connect+json\r\n", env,
+		    len) == 0);
+		free(env);
+		CHECK(ah_read_head(fd, &h) == 0 && h.status == 200);
+		ah_resp_free(&h);
+		CHECK((n = ah_read_chunk(fd, &chunk)) > 5);
+		j = json_loadb(chunk + 5, (size_t)n - 5, 0, NULL);
+		pid = (int)json_integer_value(json_object_get(json_object_get(json_object_get(j,
+		    "event"), "start"), "pid"));
+		json_decref(j);
+		free(chunk);
+		xasprintf(&req, "{\"process\":{\"pid\":%d},\"signal\":\"SIGNAL_SIGKILL\"}", pid);
+		CHECK(ah_rpc(api, "process.Process/SendSignal", req, NULL, &r) == 200);
+		ah_resp_free(&r);
+		free(req);
+		CHECK(ah_read_response_rest(fd, &run) == 0);
+		CHECK(run.ended && run.exit_code == -1 && !run.exited && run.end_stream);
+		CHECK_STR(run.status, "signal: killed");
+		ah_run_free(&run);
+		close(fd);
+	}
+	CHECK(ah_rpc(api, "process.Process/SendSignal",
+	    "{\"process\":{\"pid\":999999},\"signal\":\"SIGNAL_SIGKILL\"}", NULL, &r) == 404);
+	CHECK(strstr(r.body, "\"code\":\"not_found\"") != NULL);
 	ah_resp_free(&r);
 }
 
@@ -387,6 +559,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	T_RUN(test_pid1);
+	T_RUN(test_e2b_replay);
 	T_RUN(test_exec);
 	T_RUN(test_files);
 	T_RUN(test_concurrent);
