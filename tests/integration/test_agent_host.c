@@ -386,6 +386,58 @@ test_reattach(void)
 	free(req);
 }
 
+/* Keepalives fill silence at the client's interval (seconds). */
+static void
+test_keepalive(void)
+{
+	struct ah_run run;
+
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"sleep\",\"args\":[\"3.5\"]}}",
+	    "Keepalive-Ping-Interval: 1\r\n", &run) == 0);
+	CHECK(run.ended && run.exit_code == 0);
+	CHECK(run.keepalives >= 1);
+	ah_run_free(&run);
+}
+
+/* Output kept for reattach is bounded: 3 MiB written, at most ~1 MiB replayed, the newest. */
+static void
+test_ring_bound(void)
+{
+	struct streamer s, s2;
+	struct ah_run run;
+	struct hresp r;
+	char *marker = jstr("%s/ring.done", home), *script, *req;
+	int pid, i;
+
+	unlink(marker);
+	script = jstr("{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\","
+	    "\"head -c 3145728 /dev/zero | tr '\\\\0' x; echo; echo END; touch %s; read x\"]},"
+	    "\"stdin\":true}", marker);
+	CHECK(stream_open(script, "/process.Process/Start", &s) == 0);
+	free(script);
+	pid = s.pid;
+	close(s.fd);
+	/* All output is written once the marker exists (then it blocks on stdin). */
+	for (i = 0; i < 1200 && access(marker, F_OK) != 0; i++)
+		usleep(50000);
+	CHECK(access(marker, F_OK) == 0);
+	free(marker);
+	req = jstr("{\"process\":{\"pid\":%d}}", pid);
+	CHECK(stream_open(req, "/process.Process/Connect", &s2) == 0);
+	free(req);
+	req = jstr("{\"process\":{\"pid\":%d},\"input\":{\"stdin\":\"eAo=\"}}", pid);
+	CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s2, &run) == 0);
+	/* The ring (1 MiB) plus at most a pipe's worth read after the marker. */
+	CHECK(run.outlen > 0 && run.outlen <= 1024 * 1024 + 128 * 1024);
+	CHECK(run.outlen >= 4 && memcmp(run.out + run.outlen - 4, "END\n", 4) == 0);
+	CHECK(run.ended && run.exit_code == 0);
+	fprintf(stderr, "   replayed %zu of 3145733 bytes\n", run.outlen);
+	ah_run_free(&run);
+}
+
 static void
 test_e2b_files(void)
 {
@@ -823,46 +875,54 @@ test_forward(void)
 {
 	struct sockaddr_in sin;
 	socklen_t sl = sizeof(sin);
-	char *lsock, *closed_sock, buf[64], port[16], *argv[8];
+	char *a, *f, *c, buf[64], *argv[11];
 	pthread_t t;
-	pid_t p1, p2;
-	int lfd, fd, one = 1;
+	int lfd, fd, one = 1, closed_port;
 	ssize_t n;
 
+	/* A port nothing listens on: bind, note it, close. */
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	getsockname(lfd, (struct sockaddr *)&sin, &sl);
+	closed_port = ntohs(sin.sin_port);
+	close(lfd);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sin.sin_port = 0;
 	CHECK(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(lfd, 4) == 0);
+	sl = sizeof(sin);
 	getsockname(lfd, (struct sockaddr *)&sin, &sl);
 	pthread_create(&t, NULL, echo_server, &lfd);
-	snprintf(port, sizeof(port), "%u", ntohs(sin.sin_port));
-	lsock = jstr("unix:%s/fwd.sock", dir);
+	/* One host client carries every forward, as with QEMU's single-client socket. */
+	ah_kill(fwd_pid);
+	a = jstr("unix:%s=49983", api);
+	f = jstr("unix:%s/fwd.sock=%u", dir, ntohs(sin.sin_port));
+	c = jstr("unix:%s/closed.sock=%d", dir, closed_port);
 	argv[0] = (char *)ctl_bin; argv[1] = "-s"; argv[2] = chan_sock; argv[3] = "forward";
-	argv[4] = "-L"; argv[5] = lsock; argv[6] = port; argv[7] = NULL;
-	p1 = ah_spawn(argv, "forwarding ready", NULL);
-	CHECK(p1 > 0);
-	fd = ah_unix_connect(lsock + 5);
+	argv[4] = "-L"; argv[5] = a; argv[6] = "-L"; argv[7] = f; argv[8] = "-L"; argv[9] = c;
+	argv[10] = NULL;
+	fwd_pid = ah_spawn(argv, "forwarding ready", NULL);
+	CHECK(fwd_pid > 0);
+	*strrchr(f, '=') = '\0';
+	fd = ah_unix_connect(f + 5);
 	CHECK(ah_write_all(fd, "ping through the channel", 24) == 0);
 	n = read(fd, buf, sizeof(buf));
 	CHECK(n == 24 && memcmp(buf, "ping through the channel", 24) == 0);
 	close(fd);
 	pthread_join(t, NULL);
 	close(lfd);
-	/* Nothing listens there now: the stream is refused and the local socket closes. */
-	closed_sock = jstr("unix:%s/closed.sock", dir);
-	argv[5] = closed_sock;
-	/* p1 took the channel; wait for the main forwarder to get it back later. */
-	ah_kill(p1);
-	p2 = ah_spawn(argv, "forwarding ready", NULL);
-	fd = ah_unix_connect(closed_sock + 5);
+	/* Nothing listens there: the stream is refused and the local socket closes. */
+	*strrchr(c, '=') = '\0';
+	fd = ah_unix_connect(c + 5);
 	n = read(fd, buf, sizeof(buf));
 	CHECK(n == 0 || (n == -1 && errno == ECONNRESET));
 	close(fd);
-	ah_kill(p2);
-	free(lsock);
-	free(closed_sock);
+	free(a);
+	free(f);
+	free(c);
 }
 
 /* E2B's signed URL: "v1_" + base64(sha256(msg)) without padding. */
@@ -1079,6 +1139,8 @@ main(int argc, char **argv)
 	RUN(test_signal);
 	RUN(test_pty);
 	RUN(test_reattach);
+	RUN(test_keepalive);
+	RUN(test_ring_bound);
 	RUN(test_e2b_files);
 	RUN(test_watch);
 	RUN(test_bad_input);
