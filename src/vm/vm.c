@@ -63,6 +63,7 @@ struct vm {
 	char			*vm_tail[VM_CONSOLE_TAIL_LINES];
 	int			 vm_tailpos;
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
+	char			*vm_qmp_err;		/* why QMP never came up */
 
 	vm_event_cb		 vm_evcb;
 	void			*vm_arg;
@@ -360,9 +361,9 @@ vm_exit_reason(struct vm *vm)
 	char *r;
 
 	if (WIFEXITED(st))
-		xasprintf(&r, "VMM exited with status %d%s%s", WEXITSTATUS(st),
-		    vm->vm_guest_stop ? " after guest " : "",
-		    vm->vm_guest_stop ? vm->vm_guest_stop : "");
+		xasprintf(&r, "VMM exited with status %d%s%s%s", WEXITSTATUS(st),
+		    vm->vm_guest_stop ? " (" : "", vm->vm_guest_stop ? vm->vm_guest_stop : "",
+		    vm->vm_guest_stop ? ")" : "");
 	else if (WTERMSIG(st) == SIGKILL && vm_cgroup_oom_kills(&vm->vm_cg) > 0)
 		xasprintf(&r, "VMM killed by the kernel OOM killer (cgroup memory limit)");
 	else
@@ -414,8 +415,9 @@ vm_check_finished(struct vm *vm)
 		/* QEMU says why it refused (e.g. "load of migration failed"). */
 		if (read_file(vm->vm_sb->ss_qemulog, 4096, &qlog, NULL, NULL) == -1)
 			qlog = xstrdup("");
-		xasprintf(&msg, "%s%s%s; console tail:\n%s", reason, *qlog ? "; qemu: " : "",
-		    qlog, tail);
+		xasprintf(&msg, "%s%s%s%s%s; console tail:\n%s", reason,
+		    vm->vm_qmp_err ? "; QMP: " : "", vm->vm_qmp_err ? vm->vm_qmp_err : "",
+		    *qlog ? "; qemu: " : "", qlog, tail);
 		free(qlog);
 		vm_op_done(vm, msg);
 		free(msg);
@@ -616,10 +618,17 @@ vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 	json_t *caps;
 
 	if (error != NULL) {
+		/*
+		 * Usually the VMM died (bad argument, OOM kill): its exit status
+		 * says more than the socket error, so the operation completes on
+		 * the exit path with both. A live VMM that never answered is killed.
+		 */
 		vm->vm_flags |= VM_F_CLOSED;
-		vm_op_fail(vm, "QMP: %s", error);
-		if (!vm->vm_freed)
-			vm_check_finished(vm);
+		free(vm->vm_qmp_err);
+		vm->vm_qmp_err = xstrdup(error);
+		if (vm->vm_pidfd != -1 && !(vm->vm_flags & VM_F_DEAD))
+			syscall(SYS_pidfd_send_signal, vm->vm_pidfd, SIGKILL, NULL, 0);
+		vm_check_finished(vm);
 		return;
 	}
 	vm->vm_times.qmp_ready = vm_ms_since(&vm->vm_t0);
@@ -1418,6 +1427,7 @@ vm_release(struct vm *vm)
 	free(vm->vm_console_path);
 	free(vm->vm_agent_path);
 	free(vm->vm_guest_stop);
+	free(vm->vm_qmp_err);
 	free(vm->vm_snap_id);
 	free(vm);
 }

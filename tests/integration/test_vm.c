@@ -575,6 +575,87 @@ test_crash(void)
 	box_destroy(&b);
 }
 
+/* A jail that cannot be built fails the boot synchronously, leaving nothing. */
+static void
+test_jail_error(void)
+{
+	struct box b;
+	char *cause = NULL, *before, *after;
+
+	if (box_create(&b, "badjail", vt_tp.rootfs, 0) == -1) {
+		CHECK(0);
+		return;
+	}
+	before = leftovers(tag);
+	struct vm_config c = vt_config(b.name, &b.ss, -1, -1, NULL);
+	c.kernel = "/nonexistent/vmlinux";
+	b.t.vm = vm_boot(vt_base, &c, vt_event, vt_done, &b.t, &cause);
+	CHECK(b.t.vm == NULL);
+	CHECK_CAUSE(cause, "jail setup: bind /nonexistent/vmlinux");
+	fprintf(stderr, "   %s\n", cause ? cause : "(booted!)");
+	free(cause);
+	after = leftovers(tag);
+	CHECK_STR(after, before);
+	free(before);
+	free(after);
+	box_destroy(&b);
+}
+
+/* The guest's PID 1 dies: kernel panic, reset, VMM exit; all reported. */
+static void
+test_guest_panic(void)
+{
+	struct box b;
+
+	if (box_create(&b, "panic", vt_tp.rootfs, 0) == -1 ||
+	    vt_install_init(&b.ss, NULL) == -1) {
+		CHECK(0);
+		return;
+	}
+	CHECK(box_boot(&b, TEST_APPEND) == 0);
+	CHECK(vt_wait_line(&b.t, 0, "CNT 1 ", BOOT_MS) >= 0);
+	CHECK(vt_send(&b.t, "panic\n") == 0);
+	CHECK(vt_wait_flag(&b.t.exited, OP_MS) == 0);
+	CHECK(!b.t.exit_expected);
+	CHECK(b.t.guest_stop != NULL && strstr(b.t.guest_stop, "guest-") != NULL);
+	fprintf(stderr, "   guest stopped: %s; exit: %s\n", b.t.guest_stop ? b.t.guest_stop : "-",
+	    b.t.exit_reason ? b.t.exit_reason : "-");
+	CHECK(vt_find(&b.t, 0, "Kernel panic") >= 0);
+	box_destroy(&b);
+}
+
+/*
+ * A cgroup memory limit below what QEMU itself needs: the kernel kills the
+ * VMM and the exit event says it was the OOM killer. (Guest RAM is a file
+ * mapping: under a tight limit its pages are written back and reclaimed,
+ * so the guest slows down rather than dies; QEMU's anonymous memory is
+ * what cannot be reclaimed.)
+ */
+static void
+test_oom(void)
+{
+	struct box b;
+	char *cause = NULL;
+
+	if (box_create(&b, "oom", vt_tp.rootfs, 0) == -1) {
+		CHECK(0);
+		return;
+	}
+	struct vm_config c = vt_config(b.name, &b.ss, -1, -1, NULL);
+	c.limits.memory_bytes = 12ULL << 20;
+	b.t.vm = vm_boot(vt_base, &c, vt_event, vt_done, &b.t, &cause);
+	CHECK(b.t.vm != NULL);
+	if (b.t.vm != NULL) {
+		CHECK(vt_wait_flag(&b.t.exited, OP_MS) == 0);
+		CHECK(b.t.exit_reason != NULL && strstr(b.t.exit_reason, "OOM") != NULL);
+		/* The boot fails with the reason, not just a socket error. */
+		CHECK(b.t.done && !b.t.ok && b.t.error != NULL && strstr(b.t.error, "OOM") != NULL);
+		fprintf(stderr, "   %s\n", b.t.exit_reason ? b.t.exit_reason : "(no exit)");
+	} else
+		free(cause);
+	box_destroy(&b);
+}
+
 int
 main(void)
 {
@@ -601,6 +682,9 @@ main(void)
 	} else
 		CHECK(!"no snapshot to restore from");
 	T_RUN(test_crash);
+	T_RUN(test_jail_error);
+	T_RUN(test_guest_panic);
+	T_RUN(test_oom);
 	box_destroy(&other);
 	if (access(snap_dir, F_OK) == 0 && stor_snapshot_remove(snap_dir, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);

@@ -5,7 +5,8 @@
  *
  * The test init (airlock.init=/airlock-test-init) does not depend on the
  * guest agent: it prints "CNT n FILES a,b," every 0.2 s listing a tmpfs,
- * and creates files there on "touch NAME" lines from the agent port.
+ * and creates files there on "touch NAME" lines from the agent port;
+ * "panic" makes it (PID 1) exit, which panics the guest kernel.
  */
 #ifndef AIRLOCK_TEST_VMTEST_H
 #define AIRLOCK_TEST_VMTEST_H
@@ -51,6 +52,7 @@ static const char vt_init_script[] =
 	"    while read -r cmd arg; do\n"
 	"      case \"$cmd\" in\n"
 	"        touch) echo \"$arg\" > \"/mnt/$arg\"; echo \"DONE touch $arg\";;\n"
+	"        panic) echo \"PANICKING\"; exit 1;;\n"
 	"      esac\n"
 	"    done < \"$port\"\n"
 	"  fi\n"
