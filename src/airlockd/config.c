@@ -22,7 +22,7 @@ struct cfg_entry {
 
 static const struct cfg_entry cfg_table[] = {
 	{ "listen_host", "AIRLOCK_LISTEN_HOST", CFG_STR, OFF(listen_host), 0, 0 },
-	{ "listen_port", "AIRLOCK_LISTEN_PORT", CFG_INT, OFF(listen_port), 1, 65535 },
+	{ "listen_port", "AIRLOCK_LISTEN_PORT", CFG_INT, OFF(listen_port), 0, 65535 },	/* 0: any */
 	{ "data_dir", "AIRLOCK_DATA_DIR", CFG_STR, OFF(data_dir), 0, 0 },
 	{ "store", "AIRLOCK_STORE", CFG_STR, OFF(store_url), 0, 0 },
 	{ "accel", "AIRLOCK_ACCEL", CFG_ACCEL, OFF(accel), 0, 0 },

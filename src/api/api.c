@@ -360,7 +360,7 @@ api_authenticate(struct api_call *c, int flags)
 }
 
 static void
-api_json_ready(struct http_req *req, void *arg)
+api_body_ready(struct http_req *req, void *arg)
 {
 	struct api_call *c = arg;
 	const struct api_route *r = http_req_data(req);
@@ -368,6 +368,10 @@ api_json_ready(struct http_req *req, void *arg)
 	size_t len;
 	const char *body = http_req_body(req, &len);
 
+	if (!(r->flags & (R_JSON | R_JSON_OPT))) {
+		r->handler(c);
+		return;
+	}
 	if (len == 0 && (r->flags & R_JSON_OPT))
 		c->body = json_object();
 	else if (len == 0) {
@@ -432,6 +436,11 @@ api_router(struct http_req *req, void *arg)
 	c->route = found->pattern;
 	if (api_authenticate(c, found->flags) == -1)
 		return;
+	/* Streaming handlers take the body themselves, as it arrives. */
+	if (found->flags & R_STREAM) {
+		found->handler(c);
+		return;
+	}
 	if (found->flags & (R_JSON | R_JSON_OPT)) {
 		const struct http_head *h = http_req_head(req);
 		int has_body = h->chunked || h->content_length > 0;
@@ -440,11 +449,10 @@ api_router(struct http_req *req, void *arg)
 			    "send the body as Content-Type: application/json");
 			return;
 		}
-		http_req_set_data(req, (void *)found);
-		http_req_buffer(req, HTTP_JSON_BODY_MAX, api_json_ready, c);
-		return;
 	}
-	found->handler(c);
+	/* Everything else runs once the (bounded) body is in, even when it is empty. */
+	http_req_set_data(req, (void *)found);
+	http_req_buffer(req, HTTP_JSON_BODY_MAX, api_body_ready, c);
 }
 
 struct api *

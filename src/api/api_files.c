@@ -102,6 +102,20 @@ files_agent_error(struct api_call *c, int status, const char *body, size_t len)
 	json_decref(j);
 }
 
+/* The agent wants the sandbox's access token on /files. Caller frees *buf. */
+static const char *const *
+files_headers(struct sandbox *sb, const char *hdrs[2], char **buf)
+{
+	*buf = NULL;
+	hdrs[0] = NULL;
+	hdrs[1] = NULL;
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(buf, "X-Access-Token: %s", sb_access_token(sb));
+		hdrs[0] = *buf;
+	}
+	return hdrs;
+}
+
 /* --- download ----------------------------------------------------------- */
 
 struct download {
@@ -208,7 +222,13 @@ api_files_get(struct api_call *c)
 	d->err = evbuffer_new();
 	sb_ref(sb);
 	sb_stream_begin(sb);
-	d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0, NULL, &cbs, d, &cause);
+	{
+		const char *hdrs[2];
+		char *tok;
+		d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0,
+		    files_headers(sb, hdrs, &tok), &cbs, d, &cause);
+		free(tok);
+	}
 	if (d->req == NULL) {
 		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
 		free(cause);
@@ -352,8 +372,13 @@ api_files_put(struct api_call *c)
 	u->resp = evbuffer_new();
 	sb_ref(sb);
 	sb_stream_begin(sb);
-	u->req = envd_request(sb_agent(sb), "POST", target, "application/octet-stream", NULL, -1,
-	    NULL, &cbs, u, &cause);
+	{
+		const char *hdrs[2];
+		char *tok;
+		u->req = envd_request(sb_agent(sb), "POST", target, "application/octet-stream", NULL,
+		    -1, files_headers(sb, hdrs, &tok), &cbs, u, &cause);
+		free(tok);
+	}
 	free(target);
 	free(enc);
 	if (u->req == NULL) {

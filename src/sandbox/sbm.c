@@ -688,9 +688,8 @@ sb_op_delete(struct sandbox *sb)
 	sb_event(sb, "deleted", NULL);
 	TAILQ_REMOVE(&sb->m->sandboxes, sb, entry);
 	sb->gone = 1;
-	sb->refs++;	/* the manager's reference, dropped below */
 	sb_op_finish(sb, NULL, 0);
-	sb_unref(sb);
+	sb_unref(sb);	/* the manager's reference */
 }
 
 static const char *
