@@ -7,9 +7,10 @@
  * SIGPWR or POST /airlock/poweroff forwards SIGTERM to every process, then
  * SIGKILL, syncs and powers off. Signals are handled in the event loop, so
  * no user command can kill it: the kernel ignores SIGKILL sent to init from
- * inside the guest. If the agent itself dies (a crash), the kernel panics
- * ("Attempted to kill init") and, with panic=-1, the VM resets: the host
- * sees QEMU exit (no_reboot) and marks the sandbox failed.
+ * inside the guest. On a fatal signal (a crash) it re-executes itself as
+ * PID 1 (agent_crash). If it still dies (that exec fails), the kernel
+ * panics ("Attempted to kill init") and, with panic=-1, the VM resets: the
+ * host sees QEMU exit (no_reboot) and marks the sandbox failed.
  *
  * The channel: the virtio-serial port named org.airlock.agent. While no
  * host is connected, read() on it returns EOF, so the agent probes it on a
@@ -184,6 +185,47 @@ agent_poweroff(const char *why)
 	}
 	kill(-1, SIGTERM);
 	event_base_once(ag.ag_base, -1, EV_TIMEOUT, agent_final_kill, NULL, &tv);
+}
+
+static char **agent_argv;
+
+/*
+ * PID 1 must not die: a crash would panic the kernel and take the sandbox
+ * down. On a fatal signal the agent re-executes itself instead (still
+ * PID 1): the channel session and the process table are lost (the host
+ * reconnects; running commands are orphaned and later reaped), the VM
+ * survives. Only async-signal-safe calls here.
+ */
+static void
+agent_crash(int sig)
+{
+	static const char msg[] = "airlock-agent: fatal signal, re-executing\n";
+	sigset_t none;
+
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv("/proc/self/exe", agent_argv);
+	execv("/usr/local/bin/airlock-agent", agent_argv);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+agent_crash_handlers(char **argv)
+{
+	static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	struct sigaction sa;
+	size_t i;
+
+	agent_argv = argv;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = agent_crash;
+	sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+		sigaction(fatal[i], &sa, NULL);
 }
 
 static void
@@ -464,8 +506,10 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (ag.ag_pid1)
+	if (ag.ag_pid1) {
 		agent_pid1_setup();
+		agent_crash_handlers(argv);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	agent_load_env(env_file);
 	if ((ag.ag_base = event_base_new()) == NULL) {

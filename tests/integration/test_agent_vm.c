@@ -65,6 +65,7 @@ test_pid1(void)
 {
 	struct ah_run run;
 	struct hresp r;
+	int i;
 
 	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
 	ah_resp_free(&r);
@@ -75,6 +76,27 @@ test_pid1(void)
 	ah_run_free(&run);
 	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
 	ah_resp_free(&r);
+	/*
+	 * A crash of the agent (here a SIGSEGV sent by root) must not take the
+	 * VM down: it re-executes itself as PID 1 and the host reconnects.
+	 */
+	ah_exec(api, "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"kill -SEGV 1\"]}}",
+	    "Authorization: Basic cm9vdDo=\r\n", &run);
+	ah_run_free(&run);
+	for (i = 0; i < 200; i++) {
+		if (ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204) {
+			ah_resp_free(&r);
+			break;
+		}
+		ah_resp_free(&r);
+		usleep(100000);
+	}
+	CHECK(i < 200);
+	CHECK(ah_alive(qemu_pid));
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"readlink\",\"args\":[\"/proc/1/exe\"]}}",
+	    "Authorization: Basic cm9vdDo=\r\n", &run) == 0);
+	CHECK_STR(run.out, "/usr/local/bin/airlock-agent\n");
+	ah_run_free(&run);
 }
 
 /* One Start as the JS SDK sends it; returns the run (caller frees). */
