@@ -213,6 +213,13 @@ agent_client_connect(struct agent_client *ac, uint16_t port, chan_open_cb *cb, v
 	return bev;
 }
 
+void
+agent_client_cancel(struct agent_client *ac, void *arg)
+{
+	if (ac->ac_mux != NULL)
+		chan_mux_cancel(ac->ac_mux, arg);
+}
+
 int
 agent_client_ping(struct agent_client *ac, void (*cb)(uint64_t, void *), void *arg)
 {

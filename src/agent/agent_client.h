@@ -45,9 +45,17 @@ int agent_client_open_fd(struct agent_client *ac, uint16_t port, int fd, chan_op
 /*
  * Open a stream and return the caller's end as a bufferevent (the caller
  * frees it). Data written before the guest accepted is held until then.
+ * cb (may be NULL) reports the guest's answer; a refusal also closes the
+ * stream, so the bufferevent sees EOF. See agent_client_cancel.
  */
 struct bufferevent *agent_client_connect(struct agent_client *ac, uint16_t port,
     chan_open_cb *cb, void *arg, char **cause);
+/*
+ * The caller frees arg (a request) while its stream may still be opening:
+ * forget its open callback first, or it may run later with a stale arg.
+ * Freeing the bufferevent alone is not enough.
+ */
+void agent_client_cancel(struct agent_client *ac, void *arg);
 int agent_client_ping(struct agent_client *ac, void (*cb)(uint64_t rtt_ns, void *), void *arg);
 /* Channel counters; zeros when no session is up. */
 void agent_client_stats(struct agent_client *ac, struct chan_mux_stats *st);

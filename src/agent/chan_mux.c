@@ -705,9 +705,14 @@ chan_mux_feed(struct chan_mux *mux, const void *data, size_t len)
 void
 chan_mux_free(struct chan_mux *mux)
 {
+	struct chan_stream *s;
+
 	if (mux == NULL)
 		return;
 	mux->mx_dead = 1;
+	/* The owner is tearing down: no open callbacks into it from here. */
+	TAILQ_FOREACH(s, &mux->mx_all, st_all)
+		s->st_open_cb = NULL;
 	mux_reset_all(mux, "channel closed");
 	if (mux->mx_link != NULL)
 		bufferevent_free(mux->mx_link);
@@ -755,6 +760,17 @@ chan_mux_open(struct chan_mux *mux, uint16_t port, int fd, chan_open_cb *cb, voi
 	mux_send_ctl(mux, CHAN_OPEN, id, port, CHAN_INITIAL_WINDOW, NULL);
 	mux->mx_stats.opened++;
 	return 0;
+}
+
+void
+chan_mux_cancel(struct chan_mux *mux, void *arg)
+{
+	struct chan_stream *s;
+
+	TAILQ_FOREACH(s, &mux->mx_all, st_all) {
+		if (s->st_open_arg == arg)
+			s->st_open_cb = NULL;
+	}
 }
 
 int

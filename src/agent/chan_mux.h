@@ -66,11 +66,18 @@ void chan_mux_feed(struct chan_mux *mux, const void *data, size_t len);
 int chan_mux_is_up(struct chan_mux *mux);
 /*
  * Host: open a stream to port, bridged to fd (the mux owns fd from now on,
- * even on failure). cb runs exactly once unless the mux is freed first.
+ * even on failure). cb runs at most once: on OPEN_OK, on refusal, or when
+ * the link fails first; never after chan_mux_cancel(arg) or chan_mux_free.
  * Returns -1 (fd closed, cb not called) when the link is not up or too
  * many streams are open.
  */
 int chan_mux_open(struct chan_mux *mux, uint16_t port, int fd, chan_open_cb *cb, void *arg);
+/*
+ * Forget the open callbacks registered with arg (streams stay). Call it
+ * before freeing arg if its open may still be pending: the result can
+ * arrive any time later. chan_mux_free never calls open callbacks.
+ */
+void chan_mux_cancel(struct chan_mux *mux, void *arg);
 /* Send a PING; cb gets the round trip in ns when the PONG returns. */
 int chan_mux_ping(struct chan_mux *mux, void (*cb)(uint64_t rtt_ns, void *), void *arg);
 void chan_mux_get_stats(struct chan_mux *mux, struct chan_mux_stats *st);

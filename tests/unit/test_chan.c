@@ -165,7 +165,14 @@ struct pair {
 	size_t			 bulk_echoed;
 	int			 bulk_done;
 	int			 resets_seen;
+	int			 pongs;
 };
+
+static void
+on_pong(uint64_t ns, void *arg)
+{
+	((struct pair *)arg)->pongs++;
+}
 
 /* Guest service: echo everything back (one socketpair end per stream). */
 static void
@@ -331,6 +338,13 @@ test_mux_pair(void)
 	run_until(&p, &p.refused, 1);
 	CHECK(p.refused == 1);
 	run_until(&p, &r->p->resets_seen, 1);	/* the local end sees EOF */
+	free(r);
+
+	/* A cancelled open never calls back, even when it is refused later. */
+	r = client_open(&p, 9, 0, 0);
+	chan_mux_cancel(p.host, &p);
+	run_until(&p, &r->p->resets_seen, 2);
+	CHECK(p.refused == 1);
 
 	/* One bulk stream first, then 20 small ones behind it. */
 	data = malloc(BULK_LEN);
@@ -358,9 +372,13 @@ test_mux_pair(void)
 	free(r);
 
 	/* Ping round trip. */
+	CHECK(chan_mux_ping(p.host, on_pong, &p) == 0);
+	CHECK(chan_mux_ping(p.host, on_pong, &p) == -1);	/* one at a time */
+	run_until(&p, &p.pongs, 1);
+	CHECK(p.pongs == 1);
 	chan_mux_get_stats(p.host, &st);
 	CHECK(st.protocol_errors == 0);
-	CHECK(st.opened == N_SMALL + 2);
+	CHECK(st.opened == N_SMALL + 3);
 
 	/* A new HELLO from the host resets every open stream on the guest. */
 	p.resets_seen = 0;
