@@ -176,28 +176,28 @@ hdr_uint(json_t *o, const char *key, uint64_t max, uint64_t *out, char **cause)
 }
 
 int
-stor_snapshot_load(const char *dir, struct stor_snap_header *h, char **cause)
+stor_snap_header_parse(const char *text, size_t len, struct stor_snap_header *h, char **cause)
 {
 	json_error_t jerr;
-	json_t *o = NULL;
-	char *path, *text = NULL, *sha = NULL;
+	json_t *o;
+	char *sha = NULL;
 	uint64_t v;
-	size_t len;
 
 	memset(h, 0, sizeof(*h));
-	xasprintf(&path, "%s/%s", dir, STOR_SNAP_HEADER);
-	if (read_file(path, STOR_SNAP_HEADER_MAX, &text, &len, cause) == -1)
-		goto bad;
 	if ((o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
-		cause_set(cause, "%s: corrupt header: %s (line %d)", path, jerr.text, jerr.line);
+		cause_set(cause, "corrupt header: %s (line %d)", jerr.text, jerr.line);
+		return -1;
+	}
+	if (!json_is_object(o)) {
+		cause_set(cause, "corrupt header: not an object");
 		goto bad;
 	}
 	if (hdr_uint(o, "format", 1000, &v, cause) == -1)
 		goto bad_field;
 	h->format = (int)v;
 	if (h->format != STOR_SNAP_FORMAT) {
-		cause_set(cause, "%s: snapshot format %d, this airlock reads format %d", path,
-		    h->format, STOR_SNAP_FORMAT);
+		cause_set(cause, "snapshot format %d, this airlock reads format %d", h->format,
+		    STOR_SNAP_FORMAT);
 		goto bad;
 	}
 	if (hdr_str(o, "template", &h->template, cause) == -1 ||
@@ -222,19 +222,34 @@ stor_snapshot_load(const char *dir, struct stor_snap_header *h, char **cause)
 		goto bad_field;
 	free(sha);
 	json_decref(o);
-	free(text);
-	free(path);
 	return 0;
 bad_field:
-	cause_wrap(cause, "%s: corrupt header", path);
+	cause_wrap(cause, "corrupt header");
 bad:
 	free(sha);
-	if (o != NULL)
-		json_decref(o);
-	free(text);
-	free(path);
+	json_decref(o);
 	stor_snap_header_free(h);
 	return -1;
+}
+
+int
+stor_snapshot_load(const char *dir, struct stor_snap_header *h, char **cause)
+{
+	char *path, *text = NULL;
+	size_t len;
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	xasprintf(&path, "%s/%s", dir, STOR_SNAP_HEADER);
+	if (read_file(path, STOR_SNAP_HEADER_MAX, &text, &len, cause) == -1) {
+		free(path);
+		return -1;
+	}
+	if ((rc = stor_snap_header_parse(text, len, h, cause)) == -1)
+		cause_wrap(cause, "%s", path);
+	free(text);
+	free(path);
+	return rc;
 }
 
 void

@@ -58,6 +58,9 @@ void stor_snapshot_free(struct stor_snapshot *sn);
 /* Remove a committed snapshot. */
 int stor_snapshot_remove(const char *dir, char **cause);
 
+/* Parse and validate header bytes (fuzzed: snapshots may come from elsewhere). */
+int stor_snap_header_parse(const char *text, size_t len, struct stor_snap_header *h,
+    char **cause);
 /* Load and validate a header from a snapshot dir. */
 int stor_snapshot_load(const char *dir, struct stor_snap_header *h, char **cause);
 void stor_snap_header_free(struct stor_snap_header *h);
