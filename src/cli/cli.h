@@ -78,6 +78,7 @@ struct cli_exec_opts {
 	const char	 *cwd;
 	json_t		 *env;
 	long long	  timeout;
+	long long	  attach;	/* > 0: follow this running process instead */
 };
 int cmd_exec_parse(int argc, char **argv, struct cli_exec_opts *o, char **cause);
 void cmd_exec_opts_free(struct cli_exec_opts *o);
@@ -93,6 +94,8 @@ int cmd_create(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

@@ -272,8 +272,11 @@ exec_signal(struct exec_state *ex, int sig, int *interrupts)
 		return 0;
 	}
 	if (ex->pid < 0 || (sig == SIGINT && ++*interrupts > 1)) {
-		cli_fail(ex->pid < 0 ? "interrupted" :
-		    "detached; process %lld keeps running in the sandbox", ex->pid);
+		if (ex->pid < 0)
+			cli_fail("interrupted");
+		else
+			cli_fail("detached; process %lld keeps running (airlock attach %s %lld)",
+			    ex->pid, ex->o->id, ex->pid);
 		ex->code = EXEC_EXIT_DETACHED;
 		return 1;
 	}
@@ -443,16 +446,24 @@ cmd_exec_run(struct cli_api *api, struct cli_exec_opts *o, int in_fd, int out_fd
 	ex.in_fd = in_fd;
 	ex.out_fd = out_fd;
 	ex.err_fd = err_fd;
-	ex.pid = -1;
+	ex.pid = o->attach > 0 ? o->attach : -1;
 	ex.stdin_open = o->interactive;
 	cli_sse_init(&ex.sse, exec_event, &ex);
-	body = exec_body(o, in_fd);
-	text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	path = cli_sandbox_path(o->id, "/exec");
 	conn = cli_conn_new(api);
-	st = cli_conn_request(conn, "POST", path, "application/json", text, strlen(text), -1,
-	    NULL, NULL, NULL, &cause);
+	if (o->attach > 0) {
+		/* Reattach: the same event stream, buffered output first. */
+		xasprintf(&text, "/processes/%lld/stream", o->attach);
+		path = cli_sandbox_path(o->id, text);
+		st = cli_conn_request(conn, "GET", path, NULL, NULL, 0, -1, NULL, NULL, NULL,
+		    &cause);
+	} else {
+		body = exec_body(o, in_fd);
+		text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		path = cli_sandbox_path(o->id, "/exec");
+		st = cli_conn_request(conn, "POST", path, "application/json", text, strlen(text),
+		    -1, NULL, NULL, NULL, &cause);
+	}
 	free(path);
 	free(text);
 	if (st == -1) {

@@ -129,6 +129,23 @@ sleep 1
 run exec "$sid" -- sh -c \
 	'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = yes ] && echo $p; done; true'
 check "... and stops the command in the sandbox" [ "$rc" -eq 0 -a -z "$(out)" ]
+# Two Ctrl-C detach (the command ignores the forwarded signal); ps shows it,
+# attach follows it to its exit code.
+"$airlock" exec "$sid" -- sh -c 'trap "" INT TERM; sleep 4; echo finished; exit 6' \
+	>"$work/out" 2>"$work/err" &
+bg=$!
+sleep 2
+kill -INT "$bg"
+sleep 0.5
+kill -INT "$bg"
+wait "$bg"
+rc=$?
+pid=$(sed -n 's/.*(airlock attach [^ ]* \([0-9]*\)).*/\1/p' "$work/err")
+expect "a second Ctrl-C detaches (130) and says how to attach" '[ "$rc" -eq 130 -a -n "$pid" ]'
+run ps "$sid"
+check "ps lists the detached process" grep -q "sleep 4" "$work/out"
+run attach "$sid" "${pid:-0}"
+check "attach follows it to its output and exit code" [ "$rc" -eq 6 -a "$(out)" = finished ]
 echo 'echo $((6 * 7))' | "$airlock" shell "$sid" >"$work/out" 2>"$work/err"
 check "shell reads commands from a pipe" grep -qx 42 "$work/out"
 

@@ -533,7 +533,15 @@ fake_router(struct http_req *req, void *arg)
 		http_reply_json(req, 200, json_pack("{s:s,s:s}", "id", "sb1", "state", "paused"));
 	else if (strcmp(p, "/v1/sandboxes/sb1/exec") == 0)
 		http_req_buffer(req, HTTP_JSON_BODY_MAX, fake_exec, NULL);
-	else if (strcmp(p, "/v1/sandboxes/sb1/processes/7/stdin") == 0)
+	else if (strcmp(p, "/v1/sandboxes/sb1/processes") == 0)
+		http_reply_json(req, 200, json_pack("{s:[{s:i,s:[ss],s:s,s:b}]}", "processes",
+		    "pid", 7, "cmd", "sleep", "9", "cwd", "/home/user", "pty", 0));
+	else if (strcmp(p, "/v1/sandboxes/sb1/processes/7/stream") == 0) {
+		http_sse_start(req);
+		sse_out(req, "stdout", "late\n");
+		http_sse_event(req, "exit", json_pack("{s:i,s:n}", "code", 4, "signal"));
+		http_reply_end(req);
+	} else if (strcmp(p, "/v1/sandboxes/sb1/processes/7/stdin") == 0)
 		http_req_buffer(req, HTTP_JSON_BODY_MAX, fake_stdin, NULL);
 	else if (strcmp(p, "/v1/sandboxes/sb1/files") == 0 && strcmp(m, "PUT") == 0) {
 		put_bytes = put_sum = 0;
@@ -815,6 +823,37 @@ test_commands(void)
 	free(err);
 }
 
+/* ps lists, attach follows a running process to its exit code. */
+static void
+test_ps_attach(void)
+{
+	char otmp[] = "/tmp/airlock-test-at.XXXXXX";
+	char *ps[] = { "ps", "sb1", NULL }, *out, *err;
+	struct cli_exec_opts o;
+	struct cli_api *api;
+	size_t len;
+	int fd;
+
+	CHECK(capture(cmd_ps, 2, ps, &out, &err) == 0);
+	CHECK(strstr(out, "7 ") != NULL && strstr(out, " sleep 9") != NULL);
+	free(out);
+	free(err);
+	memset(&o, 0, sizeof(o));
+	o.id = "sb1";
+	o.attach = 7;
+	o.env = json_object();
+	fd = mkstemp(otmp);
+	api = cli_api_new(NULL);
+	CHECK(cmd_exec_run(api, &o, STDIN_FILENO, fd, STDERR_FILENO) == 4);
+	cli_api_free(api);
+	cmd_exec_opts_free(&o);
+	close(fd);
+	CHECK(read_file(otmp, 4096, &out, &len, NULL) == 0);
+	CHECK_STR(out, "late\n");
+	free(out);
+	unlink(otmp);
+}
+
 /* stdout closed under us (| head): the remote command is stopped, exit 141. */
 static void
 test_exec_broken_pipe(void)
@@ -1088,6 +1127,7 @@ client(void *arg)
 	T_RUN(test_commands);
 	T_RUN(test_exec);
 	T_RUN(test_exec_broken_pipe);
+	T_RUN(test_ps_attach);
 	T_RUN(test_cp);
 	T_RUN(test_bogus_daemon);
 

@@ -1,0 +1,63 @@
+/*
+ * airlock attach ID PID: follow a process that is still running (after exec
+ * detached, or one started elsewhere) through GET .../processes/{pid}/stream:
+ * its buffered output, then live output and its exit code, as exec would.
+ */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_http.h"
+
+int
+cmd_attach(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "interactive", no_argument, NULL, 'i' },
+		{ "tty", no_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct cli_exec_opts o;
+	struct cli_api *api;
+	char *cause = NULL;
+	int ch, rv;
+
+	memset(&o, 0, sizeof(o));
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "it", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'i':
+			o.interactive = 1;
+			break;
+		case 't':
+			o.tty = 1;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc - 2 ||
+	    cli_args_num(argv[optind + 1], 1, INT32_MAX, &o.attach, "PID", &cause) == -1) {
+		if (cause != NULL)
+			fprintf(stderr, "airlock attach: %s\n", cause);
+		free(cause);
+		goto usage;
+	}
+	o.id = argv[optind];
+	o.env = json_object();
+	if ((api = cli_connect()) == NULL) {
+		cmd_exec_opts_free(&o);
+		return CLI_EXIT_EXEC_FAIL;
+	}
+	rv = cmd_exec_run(api, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
+	cli_api_free(api);
+	cmd_exec_opts_free(&o);
+	return rv;
+usage:
+	fprintf(stderr, "usage: airlock attach [-i] [-t] ID PID\n");
+	return CLI_EXIT_USAGE;
+}
