@@ -25,7 +25,7 @@ static const struct cli_cmd airlock_cmds[] = {
 	{ "suspend", "suspend ID...", "snapshot a sandbox to disk and stop its VM",
 	  cmd_suspend, NULL },
 	{ "rm", "rm ID...", "delete sandboxes", cmd_rm, NULL },
-	{ "logs", "logs [--tail N] ID", "print a sandbox's serial console", cmd_logs, NULL },
+	{ "logs", "logs [--tail N] [--json] ID", "print a sandbox's serial console", cmd_logs, NULL },
 	{ "events", "events [--after SEQ] [--json] [ID]", "follow lifecycle events",
 	  cmd_events, NULL },
 	{ "key", "key create|ls|rm ...", "manage API keys (admin)", cmd_key, NULL },

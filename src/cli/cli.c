@@ -214,9 +214,14 @@ cli_sandbox_op(int argc, char **argv, const char *method, const char *suffix,
 			rv = CLI_EXIT_FAIL;
 			continue;
 		}
-		if (json_out && json_object_size(sb) > 0)
+		if (json_out && json_object_size(sb) == 0) {
+			/* 204 (rm): still one JSON object per ID, for scripts. */
+			json_t *j = json_pack("{s:s,s:b}", "id", argv[i], "deleted", 1);
+			cli_print_json(j);
+			json_decref(j);
+		} else if (json_out)
 			cli_print_json(sb);
-		else if (!json_out) {
+		else {
 			printf("%s ", done);
 			cli_cell(stdout, argv[i], 0);
 			fputc('\n', stdout);

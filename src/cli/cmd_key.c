@@ -125,15 +125,23 @@ key_rm(int argc, char **argv)
 	struct cli_api *api;
 	char *cause = NULL, *e, *path;
 	json_t *r;
-	int i, rv = CLI_EXIT_OK;
+	int i, rv = CLI_EXIT_OK, json_out = 0, n = 0;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: airlock key rm ID...\n");
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json_out = 1;
+		else
+			n++;
+	}
+	if (n == 0) {
+		fprintf(stderr, "usage: airlock key rm [--json] ID...\n");
 		return CLI_EXIT_USAGE;
 	}
 	if ((api = cli_connect()) == NULL)
 		return CLI_EXIT_FAIL;
 	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			continue;
 		e = cli_http_escape_segment(argv[i]);
 		xasprintf(&path, "/v1/keys/%s", e);
 		free(e);
@@ -145,6 +153,12 @@ key_rm(int argc, char **argv)
 			continue;
 		}
 		json_decref(r);
+		if (json_out) {
+			r = json_pack("{s:s,s:b}", "id", argv[i], "deleted", 1);
+			cli_print_json(r);
+			json_decref(r);
+			continue;
+		}
 		printf("removed key ");
 		cli_cell(stdout, argv[i], 0);
 		fputc('\n', stdout);
@@ -157,7 +171,7 @@ static const struct cli_cmd key_cmds[] = {
 	{ "create", "create NAME [--project P] [--role user|admin] [--json]",
 	  "create a key and print it (only time it is shown)", key_create, NULL },
 	{ "ls", "ls [--json]", "list keys (prefixes only)", key_ls, NULL },
-	{ "rm", "rm ID...", "revoke keys", key_rm, NULL },
+	{ "rm", "rm [--json] ID...", "revoke keys", key_rm, NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 

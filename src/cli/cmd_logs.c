@@ -33,20 +33,74 @@ logs_write(void *arg, const char *data, size_t n, char **cause)
 	return 0;
 }
 
+struct logs_buf {
+	char	*data;
+	size_t	 len;
+};
+
+static int
+logs_collect(void *arg, const char *data, size_t n, char **cause)
+{
+	struct logs_buf *b = arg;
+
+	if (b->len + n > CLI_HTTP_JSON_MAX) {
+		cause_set(cause, "console log larger than %d bytes; use --tail", CLI_HTTP_JSON_MAX);
+		return -1;
+	}
+	b->data = xreallocarray(b->data, 1, b->len + n + 1);
+	memcpy(b->data + b->len, data, n);
+	b->len += n;
+	return 0;
+}
+
+static int
+logs_json(struct cli_api *api, const char *path, const char *id, json_t **out, char **cause)
+{
+	struct logs_buf b = { NULL, 0 };
+	struct cli_conn *c = cli_api_conn(api);
+
+	if (cli_conn_request(c, "GET", path, NULL, NULL, 0, -1, NULL, NULL, NULL, cause) == -1)
+		return -1;
+	if (cli_conn_body_all(c, logs_collect, &b, cause) == -1) {
+		free(b.data);
+		return -1;
+	}
+	/* Console bytes need not be UTF-8; invalid sequences would make jansson refuse. */
+	*out = json_pack("{s:s,s:s#}", "id", id, "logs", b.data ? b.data : "", b.len);
+	if (*out == NULL) {
+		for (size_t i = 0; i < b.len; i++)
+			if ((unsigned char)b.data[i] >= 0x80)
+				b.data[i] = '?';
+		*out = json_pack("{s:s,s:s#}", "id", id, "logs", b.data ? b.data : "", b.len);
+	}
+	free(b.data);
+	if (*out == NULL) {
+		cause_set(cause, "console log cannot be represented as JSON");
+		return -1;
+	}
+	return 0;
+}
+
 int
 cmd_logs(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "tail", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct cli_api *api;
 	long long tail = -1;
 	char *path, *suffix, *cause = NULL;
-	int ch, st;
+	int ch, st, json_out = 0;
+	json_t *j;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
+		if (ch == 'j') {
+			json_out = 1;
+			continue;
+		}
 		if (ch != 'n')
 			goto usage;
 		if (cli_args_num(optarg, 0, 1000000000, &tail, "--tail", &cause) == -1) {
@@ -64,6 +118,19 @@ cmd_logs(int argc, char **argv)
 	else
 		suffix = xstrdup("/logs");
 	path = cli_sandbox_path(argv[optind], suffix);
+	if (json_out) {
+		/* The console as one JSON string (bounded like any JSON answer). */
+		st = logs_json(api, path, argv[optind], &j, &cause);
+		if (st == 0) {
+			cli_print_json(j);
+			json_decref(j);
+		} else
+			cli_fail_cause(cause);
+		free(path);
+		free(suffix);
+		cli_api_free(api);
+		return st == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+	}
 	st = cli_conn_request(cli_api_conn(api), "GET", path, NULL, NULL, 0, -1, NULL, NULL,
 	    NULL, &cause);
 	if (st != -1 && cli_conn_body_all(cli_api_conn(api), logs_write, NULL, &cause) == 1)
@@ -75,6 +142,6 @@ cmd_logs(int argc, char **argv)
 	cli_api_free(api);
 	return st;
 usage:
-	fprintf(stderr, "usage: airlock logs [--tail N] ID\n");
+	fprintf(stderr, "usage: airlock logs [--tail N] [--json] ID\n");
 	return CLI_EXIT_USAGE;
 }
