@@ -104,6 +104,8 @@ check "create with an unknown template: exit 1, the API's message" \
 echo "-- exec"
 run exec "$sid" -- echo hi
 check "exec echo hi" [ "$rc" -eq 0 -a "$(out)" = hi ]
+run exec "$sid" -- python3 -c 'print(1)'
+check "exec python3 (the README's example)" [ "$rc" -eq 0 -a "$(out)" = 1 ]
 run exec "$sid" -- sh -c 'exit 3'
 check "exec exit 3 exits 3" [ "$rc" -eq 3 ]
 run exec "$sid" -- sh -c 'echo out; echo err >&2'
