@@ -136,22 +136,14 @@ idle_memory(struct vt *t, int settle_ms, struct series *rss, struct series *pss)
 static double
 agent_ping_ms(struct vm *vm, double t0)
 {
-	struct sockaddr_un sun;
 	uint8_t out[2 * CHAN_CTL_MAX + 8], in[4096];
 	size_t olen, ilen = 0;
 	struct pollfd pfd;
 	double end = vt_now() + BENCH_PING_MS / 1000.0;
 	int fd;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", vm_agent_socket(vm));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		if (fd != -1)
-			close(fd);
+	if ((fd = vm_agent_connect(vm, NULL)) == -1)
 		return -1;
-	}
 	olen = chan_encode_ctl(out, CHAN_HELLO, 0, CHAN_VERSION, CHAN_INITIAL_WINDOW, NULL);
 	olen += chan_encode_hdr(out + olen, CHAN_PING, 0, 8);
 	memcpy(out + olen, "airlockb", 8);

@@ -1,4 +1,5 @@
 /* Sandbox directories, jail uid allocation, CoW rootfs, space checks. */
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <linux/fs.h>
 
 #include "common/paths.h"
 #include "common/util.h"
@@ -126,6 +129,48 @@ stor_space_cause(char **cause, const char *what)
 {
 	cause_set(cause, "%s: no space left in %s (%llu MiB free)", what, paths_data_dir(),
 	    (unsigned long long)(stor_free_bytes() >> 20));
+}
+
+int
+stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src, const char *dst,
+    char **cause)
+{
+	struct stat st;
+	int in, out;
+
+	if ((in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", src, errno == ELOOP ?
+		    "is a symlink (refused: the VMM owns this directory)" : strerror(errno));
+		return -1;
+	}
+	if (fstat(in, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != ss->ss_uid) {
+		cause_set(cause, "%s: not a regular file of the sandbox's uid %u (refused)", src,
+		    (unsigned)ss->ss_uid);
+		close(in);
+		return -1;
+	}
+	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1) {
+		cause_set(cause, "create %s: %s", dst, strerror(errno));
+		close(in);
+		return -1;
+	}
+	if (ioctl(out, FICLONE, in) == -1) {
+		if (errno == ENOSPC)
+			stor_space_cause(cause, "reflink");
+		else
+			cause_set(cause, "reflink %s to %s: %s", src, dst, strerror(errno));
+		close(out);
+		close(in);
+		unlink(dst);
+		return -1;
+	}
+	close(in);
+	if (close(out) == -1) {
+		cause_set(cause, "close %s: %s", dst, strerror(errno));
+		unlink(dst);
+		return -1;
+	}
+	return 0;
 }
 
 int

@@ -64,6 +64,14 @@ uint64_t stor_free_bytes(void);
 /* Give a file to the sandbox's uid with mode; used for copied-in files. */
 int stor_give(const struct stor_sandbox *ss, const char *path, mode_t mode, char **cause);
 
+/*
+ * Reflink a file out of the sandbox's vm/ dir (snapshots). The VMM can
+ * write there, so the source must be a regular file owned by the sandbox
+ * uid, opened without following symlinks: never e.g. the CA key.
+ */
+int stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src,
+    const char *dst, char **cause);
+
 /* Uid allocation (exposed for tests). */
 int stor_uid_alloc(const char *name, uid_t *uid, char **cause);
 void stor_uid_release(uid_t uid);

@@ -316,6 +316,47 @@ vm_console_error(struct bufferevent *bev, short what, void *arg)
 	vm->vm_con = NULL;
 }
 
+int
+vm_check_peer(const struct vm *vm, int fd, char **cause)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == -1) {
+		cause_set(cause, "SO_PEERCRED: %s", strerror(errno));
+		return -1;
+	}
+	if (cr.uid != vm->vm_sb->ss_uid) {
+		cause_set(cause, "vm %s: socket served by uid %ld, not the sandbox's %ld",
+		    vm->vm_name, (long)cr.uid, (long)vm->vm_sb->ss_uid);
+		return -1;
+	}
+	return 0;
+}
+
+int
+vm_agent_connect(const struct vm *vm, char **cause)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", vm->vm_agent_path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		cause_set(cause, "agent socket %s: %s", vm->vm_agent_path, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	if (vm_check_peer(vm, fd, cause) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int
 vm_console_connect(struct vm *vm, char **cause)
 {
@@ -330,6 +371,10 @@ vm_console_connect(struct vm *vm, char **cause)
 		cause_set(cause, "console %s: %s", vm->vm_console_path, strerror(errno));
 		if (fd != -1)
 			close(fd);
+		return -1;
+	}
+	if (vm_check_peer(vm, fd, cause) == -1) {
+		close(fd);
 		return -1;
 	}
 	vm->vm_con = bufferevent_socket_new(vm->vm_base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -554,6 +599,7 @@ vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
 	    vm_pid_exited, vm);
 	event_add(vm->vm_pidev, NULL);
 	vm->vm_qmp = qmp_connect(vm->vm_base, vm->vm_qmp_path, VM_QMP_TIMEOUT_MS, &qcb, cause);
+	qmp_expect_peer_uid(vm->vm_qmp, vm->vm_sb->ss_uid);
 	return 0;
 bad:
 	argv_free(&a);
@@ -1080,8 +1126,9 @@ vm_snap_finish(struct vm *vm)
 	}
 	close(vm->vm_snapfd);
 	vm->vm_snapfd = -1;
+	/* The VMM owns vm/: its files may have been swapped for symlinks. */
 	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_MEM);
-	if (reflink_copy(vm->vm_sb->ss_mem, dst, &cause) == -1) {
+	if (stor_reflink_from_sandbox(vm->vm_sb, vm->vm_sb->ss_mem, dst, &cause) == -1) {
 		free(dst);
 		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
 		free(cause);
@@ -1089,7 +1136,7 @@ vm_snap_finish(struct vm *vm)
 	}
 	free(dst);
 	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_ROOTFS);
-	if (reflink_copy(vm->vm_sb->ss_rootfs, dst, &cause) == -1) {
+	if (stor_reflink_from_sandbox(vm->vm_sb, vm->vm_sb->ss_rootfs, dst, &cause) == -1) {
 		free(dst);
 		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
 		free(cause);

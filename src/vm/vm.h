@@ -133,8 +133,17 @@ enum vm_state vm_state(const struct vm *vm);
 const char *vm_state_name(enum vm_state s);
 pid_t vm_pid(const struct vm *vm);
 const char *vm_name(const struct vm *vm);
-/* Host path of the guest agent's virtio-serial socket. */
+/*
+ * Host path of the guest agent's virtio-serial socket. The directory is
+ * writable by the (untrusted) VMM, which could swap the socket for a
+ * symlink to another sandbox's: connect with vm_agent_connect, or check
+ * the peer with vm_check_peer.
+ */
 const char *vm_agent_socket(const struct vm *vm);
+/* Connect to the agent socket and verify the listener is this VMM. */
+int vm_agent_connect(const struct vm *vm, char **cause);
+/* 0 when the peer of a connected unix socket runs as the sandbox's uid. */
+int vm_check_peer(const struct vm *vm, int fd, char **cause);
 const struct vm_cgroup *vm_cgroup(const struct vm *vm);
 
 void vm_free(struct vm *vm);

@@ -41,6 +41,8 @@ struct qmp {
 	size_t			 q_npending;
 	long long		 q_next_id;
 	int			 q_freed;	/* qmp_free called inside a callback */
+	int			 q_check_uid;
+	uid_t			 q_peer_uid;
 	int			 q_depth;	/* callback nesting */
 };
 
@@ -388,6 +390,18 @@ qmp_try_connect(struct qmp *q, char **cause)
 		cause_set(cause, "connect %s: %s", q->q_path, strerror(e));
 		return -2;
 	}
+	if (q->q_check_uid) {
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == -1 ||
+		    cr.uid != q->q_peer_uid) {
+			cause_set(cause, "QMP socket %s is served by uid %ld, expected %ld",
+			    q->q_path, len == sizeof(cr) ? (long)cr.uid : -1L, (long)q->q_peer_uid);
+			close(fd);
+			return -2;
+		}
+	}
 	evutil_make_socket_nonblocking(fd);
 	q->q_bev = bufferevent_socket_new(q->q_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(q->q_bev, qmp_read_cb, NULL, qmp_error_cb, q);
@@ -572,6 +586,13 @@ qmp_command_fd(struct qmp *q, const char *cmd, json_t *args, int fd, int timeout
 	TAILQ_INSERT_TAIL(&q->q_pending, qc, qc_entry);
 	q->q_npending++;
 	return 0;
+}
+
+void
+qmp_expect_peer_uid(struct qmp *q, uid_t uid)
+{
+	q->q_check_uid = 1;
+	q->q_peer_uid = uid;
 }
 
 int

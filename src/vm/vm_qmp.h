@@ -11,6 +11,7 @@
 #define AIRLOCK_VM_QMP_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -80,6 +81,13 @@ int qmp_command(struct qmp *q, const char *cmd, json_t *args, int timeout_ms,
  */
 int qmp_command_fd(struct qmp *q, const char *cmd, json_t *args, int fd, int timeout_ms,
     qmp_reply_cb cb, void *arg, char **cause);
+
+/*
+ * Require the socket's listener (SO_PEERCRED) to run as uid: a compromised
+ * VMM could replace its socket with a symlink to someone else's. Set right
+ * after qmp_connect (the first connect attempt runs from the loop).
+ */
+void qmp_expect_peer_uid(struct qmp *q, uid_t uid);
 
 int qmp_is_ready(const struct qmp *q);
 /* Stop all I/O and free. Pending reply callbacks are not called. */

@@ -15,7 +15,9 @@
  *   - afterwards no netns, mount, cgroup or QEMU process is left.
  * No wall-clock assertions: timeouts are generous and only catch hangs.
  */
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -308,6 +310,57 @@ test_pause_snapshot_restore(void)
 	CHECK(vt_send(&a.t, "touch before-snap\n") == 0);
 	CHECK(vt_wait_line(&a.t, 0, "DONE touch before-snap", OP_MS) >= 0);
 	CHECK(vt_wait_line(&a.t, 0, "before-snap,", OP_MS) >= 0);
+
+	/*
+	 * A compromised VMM owns vm/: swapping its RAM file for a symlink to a host
+	 * secret must not get that secret into a snapshot, and the failed
+	 * snapshot must leave the guest running. Nor may its agent socket
+	 * lead the host to someone else's listener.
+	 */
+	{
+		char *real, *evil_id, *evil_dir, *lsock;
+		struct sockaddr_un sun;
+		int lfd, fd;
+
+		/* The RAM file: QEMU keeps it mapped and never reopens it by name. */
+		xasprintf(&real, "%s.real", a.ss.ss_mem);
+		xasprintf(&evil_id, "%s-evil", tag);
+		evil_dir = paths_data("snapshots/%s", evil_id);
+		CHECK(rename(a.ss.ss_mem, real) == 0);
+		CHECK(symlink("/etc/shadow", a.ss.ss_mem) == 0);
+		a.t.done = 0;
+		CHECK(vm_snapshot(a.t.vm, evil_id, 0, vt_done, &cause) == 0);
+		CHECK(vt_wait_flag(&a.t.done, OP_MS) == 0 && !a.t.ok);
+		CHECK_CAUSE(a.t.error, "symlink");
+		CHECK(access(evil_dir, F_OK) == -1);
+		n0 = a.t.nlines;
+		CHECK(vt_wait_line(&a.t, n0, "CNT ", OP_MS) >= 0);
+		CHECK(vm_state(a.t.vm) == VM_RUNNING);
+		CHECK(unlink(a.ss.ss_mem) == 0 && rename(real, a.ss.ss_mem) == 0);
+
+		xasprintf(&lsock, "%s/root-listener.sock", a.ss.ss_dir);
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", lsock);
+		lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+		CHECK(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) == 0 && listen(lfd, 1) == 0);
+		free(real);
+		xasprintf(&real, "%s.real", vm_agent_socket(a.t.vm));
+		CHECK(rename(vm_agent_socket(a.t.vm), real) == 0);
+		CHECK(symlink(lsock, vm_agent_socket(a.t.vm)) == 0);
+		fd = vm_agent_connect(a.t.vm, &cause);
+		CHECK(fd == -1);
+		CHECK_CAUSE(cause, "not the sandbox's");
+		free(cause);
+		cause = NULL;
+		CHECK(unlink(vm_agent_socket(a.t.vm)) == 0 && rename(real, vm_agent_socket(a.t.vm)) == 0);
+		close(lfd);
+		unlink(lsock);
+		free(lsock);
+		free(real);
+		free(evil_id);
+		free(evil_dir);
+	}
 
 	/* Suspend: snapshot, then the VMM exits. */
 	a.t.done = 0;

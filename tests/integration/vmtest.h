@@ -218,19 +218,12 @@ vt_clear(struct vt *t)
 static __attribute__((unused)) int
 vt_send(struct vt *t, const char *line)
 {
-	struct sockaddr_un sun;
+	char *cause = NULL;
 
-	if (t->agent_fd <= 0) {
-		memset(&sun, 0, sizeof(sun));
-		sun.sun_family = AF_UNIX;
-		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", vm_agent_socket(t->vm));
-		if ((t->agent_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-			return -1;
-		if (connect(t->agent_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-			close(t->agent_fd);
-			t->agent_fd = -1;
-			return -1;
-		}
+	if (t->agent_fd <= 0 && (t->agent_fd = vm_agent_connect(t->vm, &cause)) == -1) {
+		fprintf(stderr, "   %s\n", cause);
+		free(cause);
+		return -1;
 	}
 	return write(t->agent_fd, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : -1;
 }
