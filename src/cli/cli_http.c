@@ -21,6 +21,7 @@
 
 #include "cli/cli_http.h"
 #include "common/http_parse.h"
+#include "common/log.h"
 #include "common/paths.h"
 #include "common/util.h"
 
@@ -711,6 +712,8 @@ again:
 	}
 	if (status != NULL)
 		*status = c->status;
+	/* AIRLOCK_DEBUG=1 shows the conversation, never the key. */
+	log_debug("%s %s%s -> %d", method, c->api->prefix, path, c->status);
 	return cli_conn_begin_body(c, method, early, cause);
 }
 
