@@ -77,6 +77,41 @@ stor_uid_release(uid_t uid)
 	free(p);
 }
 
+int
+stor_uid_reconcile(void)
+{
+	struct dirent *de;
+	char *dir, *p, *name = NULL, *sb;
+	int n = 0;
+	DIR *d;
+
+	dir = paths_data("run/uids");
+	if ((d = opendir(dir)) == NULL) {
+		free(dir);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		xasprintf(&p, "%s/%s", dir, de->d_name);
+		if (read_file(p, AIRLOCK_NAME_MAX + 1, &name, NULL, NULL) == 0) {
+			/* A claim is only valid while its sandbox exists. */
+			sb = paths_data("sandboxes/%s", name);
+			if (!paths_valid_name(name) || access(sb, F_OK) == -1) {
+				if (unlink(p) == 0)
+					n++;
+			}
+			free(sb);
+			free(name);
+			name = NULL;
+		}
+		free(p);
+	}
+	closedir(d);
+	free(dir);
+	return n;
+}
+
 uint64_t
 stor_free_bytes(void)
 {

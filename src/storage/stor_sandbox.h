@@ -72,6 +72,12 @@ int stor_give(const struct stor_sandbox *ss, const char *path, mode_t mode, char
 int stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src,
     const char *dst, char **cause);
 
+/*
+ * After a daemon crash: drop uid claims whose sandbox directory is gone.
+ * Returns how many were released.
+ */
+int stor_uid_reconcile(void);
+
 /* Uid allocation (exposed for tests). */
 int stor_uid_alloc(const char *name, uid_t *uid, char **cause);
 void stor_uid_release(uid_t uid);

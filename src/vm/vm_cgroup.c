@@ -348,6 +348,46 @@ vm_cgroup_destroy(struct vm_cgroup *cg, char **cause)
 	return rc;
 }
 
+int
+vm_cgroup_remove_stale(const char *root, const char *name, char **cause)
+{
+	struct vm_cgroup cg;
+	char *self, *dir, *v2;
+	int i;
+
+	memset(&cg, 0, sizeof(cg));
+	if (!paths_valid_name(name)) {
+		cause_set(cause, "cgroup: invalid name \"%s\"", name);
+		return -1;
+	}
+	root = vm_cgroup_root(root);
+	cg.vc_mode = vm_cgroup_detect(root);
+	if (cg.vc_mode == VM_CGROUP_V1) {
+		for (i = 0; i < VM_CGROUP_V1_MAX; i++) {
+			self = vm_cgroup_self(vm_cgroup_v1_ctrls[i]);
+			xasprintf(&dir, "%s/%s%s%s" VM_CGROUP_PARENT "/%s", root,
+			    vm_cgroup_v1_ctrls[i], self, strcmp(self, "/") == 0 ? "" : "/", name);
+			free(self);
+			if (access(dir, F_OK) == 0)
+				vm_cgroup_add(&cg, dir);
+			else
+				free(dir);
+		}
+	} else if (cg.vc_mode == VM_CGROUP_V2) {
+		v2 = vm_cgroup_v2_dir(root);
+		self = vm_cgroup_self(NULL);
+		xasprintf(&dir, "%s%s/" VM_CGROUP_PARENT "/%s", v2,
+		    strcmp(self, "/") == 0 ? "" : self, name);
+		free(self);
+		free(v2);
+		if (access(dir, F_OK) == 0)
+			vm_cgroup_add(&cg, dir);
+		else
+			free(dir);
+	}
+	return vm_cgroup_destroy(&cg, cause);
+}
+
 /* "key N" from a flat keyed file. */
 static long long
 keyed_value(const char *path, const char *key)

@@ -48,6 +48,12 @@ int vm_cgroup_create(const char *root, const char *name, const struct vm_limits 
 /* Remove the directories (the processes must be gone); retries briefly on EBUSY. */
 int vm_cgroup_destroy(struct vm_cgroup *cg, char **cause);
 
+/*
+ * After a daemon crash: remove the cgroups of a sandbox whose VMM is gone
+ * (empty cgroups only; a live VMM's cgroup stays). 0 when none remain.
+ */
+int vm_cgroup_remove_stale(const char *root, const char *name, char **cause);
+
 /* Number of OOM kills in this cgroup so far (0 if unknown). */
 long vm_cgroup_oom_kills(const struct vm_cgroup *cg);
 /* Memory charged to the cgroup in bytes, -1 if unknown. */

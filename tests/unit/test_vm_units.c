@@ -184,8 +184,14 @@ test_cgroup_real(void)
 	cause = NULL;
 	CHECK(access(cg.vc_dirs[0], F_OK) == 0);
 	d0 = xstrdup(cg.vc_dirs[0]);
-	CHECK(vm_cgroup_destroy(&cg, &cause) == 0);
+	/* A daemon that crashed forgets cg: the stale dirs are found by name. */
+	CHECK(vm_cgroup_remove_stale(NULL, name, &cause) == 0);
 	CHECK(access(d0, F_OK) == -1);
+	for (i = 0; i < cg.vc_ndirs; i++) {
+		free(cg.vc_dirs[i]);
+		free(cg.vc_procs[i]);
+	}
+	CHECK(vm_cgroup_remove_stale(NULL, name, &cause) == 0);
 	free(d0);
 	CHECK(vm_cgroup_create(NULL, "../escape", &lim, &cg, &cause) == -1);
 	CHECK_CAUSE(cause, "invalid name");
@@ -325,6 +331,17 @@ test_uids(void)
 	CHECK(a != b && a >= STOR_UID_BASE && b < STOR_UID_BASE + STOR_UID_COUNT);
 	stor_uid_release(a);
 	CHECK(stor_uid_alloc("same-name", &a, &cause) == 0);
+	stor_uid_release(a);
+	/* b's sandbox dir does not exist: reconcile drops the claim. */
+	CHECK(stor_uid_alloc("live", &a, &cause) == 0);
+	{
+		char *sb;
+		xasprintf(&sb, "%s/sandboxes/live", dir);
+		CHECK(mkdir_p(sb, 0700, NULL) == 0);
+		free(sb);
+	}
+	CHECK(stor_uid_reconcile() == 1);
+	CHECK(stor_uid_alloc("x", &b, &cause) == 0);	/* b's old slot may be reused */
 	stor_uid_release(a);
 	stor_uid_release(b);
 	unsetenv("AIRLOCK_DATA_DIR");
