@@ -150,8 +150,9 @@ build_finish(struct build *b, const char *error)
 	else {
 		name = xstrdup(json_string_value(json_object_get(b->call->body, "name")));
 		meta = paths_data("templates/%s/template.json", name);
+		json_t *t = json_load_file(meta, 0, NULL);
 		http_sse_event(b->call->req, "done", json_pack("{s:o}", "template",
-		    json_load_file(meta, 0, NULL) ? json_load_file(meta, 0, NULL) : json_null()));
+		    t != NULL ? t : json_null()));
 		free(meta);
 		free(name);
 	}

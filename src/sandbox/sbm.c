@@ -368,6 +368,21 @@ sb_init_done(int status, json_t *resp, const char *error, void *arg)
 	sb_op_finish(sb, NULL, 0);
 }
 
+/* The template's env (template.json), overridden by the sandbox's own. */
+static json_t *
+sb_init_env(struct sandbox *sb)
+{
+	char *path = paths_data("templates/%s/template.json", sb->rec.template_name);
+	json_t *meta = json_load_file(path, 0, NULL), *env = json_object();
+
+	free(path);
+	if (json_is_object(json_object_get(meta, "env")))
+		json_object_update(env, json_object_get(meta, "env"));
+	json_object_update(env, sb->rec.env);
+	json_decref(meta);
+	return env;
+}
+
 /* /init after every boot and restore: clock, env, token, fresh entropy. */
 static void
 sb_send_init(struct sandbox *sb)
@@ -378,7 +393,7 @@ sb_send_init(struct sandbox *sb)
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		fatal("getrandom");
-	body = json_pack("{s:O,s:s,s:I}", "envVars", sb->rec.env,
+	body = json_pack("{s:o,s:s,s:I}", "envVars", sb_init_env(sb),
 	    "accessToken", sb->rec.access_token ? sb->rec.access_token : "",
 	    "timestamp", (json_int_t)now_ms());
 	/* jansson has no base64: encode by hand below and replace the placeholder. */
