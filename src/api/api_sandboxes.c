@@ -12,6 +12,7 @@
 #include "common/http_parse.h"
 #include "common/paths.h"
 #include "common/util.h"
+#include "sandbox/envd_client.h"
 #include "sandbox/sbm.h"
 #include "vm/vm_boot.h"
 
@@ -300,16 +301,71 @@ api_sandboxes_logs(struct api_call *c)
 	api_call_done(c);
 }
 
+struct metrics_call {
+	struct api_call	*call;
+	struct sandbox	*sb;
+};
+
+static json_t *
+host_metrics(struct sandbox *sb)
+{
+	uint64_t rss;
+	double cpu;
+
+	sb_host_stats(sb, &rss, &cpu);
+	return json_pack("{s:s,s:I,s:f}", "state", sb_state(sb), "host_rss_bytes",
+	    (json_int_t)rss, "host_cpu_seconds", cpu);
+}
+
+/* The guest's own view (cpu, memory, disk) from the agent, beside the host's. */
+static void
+metrics_done(int status, json_t *resp, const char *error, void *arg)
+{
+	struct metrics_call *m = arg;
+	json_t *out = host_metrics(m->sb);
+	static const char *const keys[] = { "cpu_count", "cpu_used_pct", "mem_total", "mem_used",
+	    "disk_total", "disk_used", NULL };
+	size_t i;
+
+	if (error == NULL && status == 200 && json_is_object(resp)) {
+		for (i = 0; keys[i] != NULL; i++)
+			if (json_object_get(resp, keys[i]) != NULL)
+				json_object_set(out, keys[i], json_object_get(resp, keys[i]));
+	} else
+		json_object_set_new(out, "guest_error", json_string(error ? error :
+		    "guest agent answered an error"));
+	api_json(m->call, 200, out);
+	sb_unref(m->sb);
+	free(m);
+}
+
 void
 api_sandboxes_metrics(struct api_call *c)
 {
 	struct sandbox *sb = api_sandbox(c, NULL);
-	uint64_t rss;
-	double cpu;
+	struct metrics_call *m;
+	const char *hdrs[2] = { NULL, NULL };
+	char *cause = NULL, *tok;
+	struct envd_req *r;
 
 	if (sb == NULL)
 		return;
-	sb_host_stats(sb, &rss, &cpu);
-	api_json(c, 200, json_pack("{s:s,s:I,s:f}", "state", sb_state(sb),
-	    "host_rss_bytes", (json_int_t)rss, "host_cpu_seconds", cpu));
+	if (sb_agent(sb) == NULL) {
+		api_json(c, 200, host_metrics(sb));
+		return;
+	}
+	m = xcalloc(1, sizeof(*m));
+	m->call = c;
+	m->sb = sb;
+	sb_ref(sb);
+	xasprintf(&tok, "X-Access-Token: %s", sb_access_token(sb) ? sb_access_token(sb) : "");
+	hdrs[0] = tok;
+	r = envd_call_json(sb_agent(sb), "GET", "/metrics", NULL, hdrs, metrics_done, m, &cause);
+	free(tok);
+	if (r == NULL) {
+		free(cause);
+		sb_unref(sb);
+		free(m);
+		api_json(c, 200, host_metrics(sb));
+	}
 }
