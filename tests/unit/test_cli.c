@@ -1063,16 +1063,22 @@ bogus_server(void *arg)
 	(void)!read(fd, buf, sizeof(buf));
 	(void)!write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"n\":2}", 45);
 	close(fd);
-	for (int i = 0; i < 3; i++) {
+	static const char *answers[] = {
+		"SSH-2.0-OpenSSH\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"a\"",
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{x}",
+		/* Good but unusual: close-delimited, chunked with extensions and trailers. */
+		"HTTP/1.0 200 OK\r\n\r\n{\"n\":3}",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "3;x=y\r\n{\"n\r\n4\r\n\":4}\r\n0\r\nX-T: 1\r\n\r\n",
+		/* A hostile one: an endless chunk size line. */
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffffffff\r\n",
+	};
+	for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
 		if ((fd = accept(lfd, NULL, NULL)) == -1)
 			break;
 		(void)!read(fd, buf, sizeof(buf));
-		if (i == 0)
-			(void)!write(fd, "SSH-2.0-OpenSSH\r\n\r\n", 19);
-		else if (i == 1)
-			(void)!write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"a\"", 44);
-		else
-			(void)!write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{x}", 41);
+		(void)!write(fd, answers[i], strlen(answers[i]));
 		close(fd);
 	}
 	return NULL;
@@ -1119,6 +1125,17 @@ test_bogus_daemon(void)
 	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
 	CHECK(j == NULL);
 	CHECK_CAUSE(cause, "invalid JSON");
+	free(cause);
+	cause = NULL;
+	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
+	CHECK(j != NULL && json_integer_value(json_object_get(j, "n")) == 3);
+	json_decref(j);
+	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
+	CHECK(j != NULL && json_integer_value(json_object_get(j, "n")) == 4);
+	json_decref(j);
+	j = cli_api_json(api, "GET", "/v1/x", NULL, &st, &cause);
+	CHECK(j == NULL);
+	CHECK_CAUSE(cause, "bad response body");
 	free(cause);
 	cli_api_free(api);
 	pthread_join(th, NULL);
