@@ -4,6 +4,8 @@
  * octet-stream body). Bodies are written to disk as they arrive; answers
  * list exactly {name,type,path} per file, and errors are REST-shaped
  * {"code":<int>,"message":...}.
+ * Extension for airlock's own API: POST /files?mode=0640 sets the mode of
+ * every file written (E2B's SDKs never send it; default 0644).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +36,7 @@ struct upload {
 	struct mp_parser	 up_mp;
 	int			 up_multipart;
 	int			 up_skip;	/* part that is not a file */
+	int			 up_mode;	/* ?mode= (octal, airlock's), -1: 0644 */
 	json_t			*up_entries;
 };
 
@@ -154,7 +157,8 @@ upload_open(struct upload *up, const char *want)
 		    up->up_path, strerror(errno));
 		return -1;
 	}
-	up->up_fd = open(up->up_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	up->up_fd = open(up->up_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    up->up_mode != -1 ? (mode_t)up->up_mode : 0644);
 	if (up->up_fd == -1) {
 		files_error(up->up_hc, errno == ENOSPC ? 507 : errno == EISDIR ? 400 : 500,
 		    "cannot open '%s': %s", up->up_path, strerror(errno));
@@ -162,6 +166,11 @@ upload_open(struct upload *up, const char *want)
 	}
 	if (fchown(up->up_fd, up->up_user.uid, up->up_user.gid) == -1 && geteuid() == 0) {
 		files_error(up->up_hc, 500, "chown '%s': %s", up->up_path, strerror(errno));
+		return -1;
+	}
+	/* Also for an existing file, whose mode open() leaves alone. */
+	if (up->up_mode != -1 && fchmod(up->up_fd, (mode_t)up->up_mode) == -1) {
+		files_error(up->up_hc, 500, "chmod '%s': %s", up->up_path, strerror(errno));
 		return -1;
 	}
 	up->up_nfiles++;
@@ -302,7 +311,7 @@ static void
 files_post(struct http_conn *hc, const struct http_req *req)
 {
 	const char *ctype = http_req_header(req, "Content-Type");
-	char boundary[MP_MAX_BOUNDARY + 1];
+	char boundary[MP_MAX_BOUNDARY + 1], *mode;
 	struct upload *up;
 
 	if ((up = calloc(1, sizeof(*up))) == NULL) {
@@ -313,6 +322,20 @@ files_post(struct http_conn *hc, const struct http_req *req)
 	up->up_fd = -1;
 	up->up_entries = json_array();
 	up->up_qpath = http_query_get(req->query, "path");
+	up->up_mode = -1;
+	if ((mode = http_query_get(req->query, "mode")) != NULL) {
+		char *end;
+		long m = strtol(mode, &end, 8);
+		int bad = *end != '\0' || end == mode || m < 0 || m > 07777;
+
+		free(mode);
+		if (bad) {
+			upload_free(up);
+			files_error(hc, 400, "mode must be octal, 0 to 7777");
+			return;
+		}
+		up->up_mode = (int)m;
+	}
 	if (files_user(hc, req, &up->up_user) == -1) {
 		upload_free(up);
 		return;

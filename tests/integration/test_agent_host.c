@@ -511,6 +511,23 @@ test_e2b_files(void)
 		CHECK(stat(path, &st) == 0 && st.st_uid == 1000);
 		free(path);
 	}
+	/* airlock's ?mode= extension, also on an existing file. */
+	CHECK(ah_request(api, "POST", "/files?path=moded.txt&mode=0640",
+	    "Content-Type: application/octet-stream\r\n", "m", 1, &r) == 0 && r.status == 200);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/files?path=moded.txt&mode=0751",
+	    "Content-Type: application/octet-stream\r\n", "m", 1, &r) == 0 && r.status == 200);
+	ah_resp_free(&r);
+	{
+		struct stat st;
+		char *path = jstr("%s/moded.txt", home);
+
+		CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0751);
+		free(path);
+	}
+	CHECK(ah_request(api, "POST", "/files?path=moded.txt&mode=99",
+	    "Content-Type: application/octet-stream\r\n", "m", 1, &r) == 0 && r.status == 400);
+	ah_resp_free(&r);
 	target = jstr("/files?path=%s%%2Fmissing", home);
 	CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0);
 	CHECK(r.status == 404 && has_code_int(&r, 404));

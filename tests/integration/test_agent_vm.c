@@ -287,6 +287,14 @@ test_exec(void)
 	CHECK(run.ended && run.exit_code == 3);
 	CHECK_STR(run.error, "exit status 3");
 	ah_run_free(&run);
+	/* A PTY session in the guest (devpts mounted by the agent, static glibc's openpt). */
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-c\",\"tty; stty size\"],"
+	    "\"envs\":{\"TERM\":\"xterm-256color\"}},\"pty\":{\"size\":{\"cols\":120,\"rows\":40}}}",
+	    NULL, &run) == 0);
+	CHECK(strstr(run.pty, "/dev/pts/") != NULL);
+	CHECK(strstr(run.pty, "40 120") != NULL);
+	CHECK(run.ended && run.exit_code == 0);
+	ah_run_free(&run);
 }
 
 static void
