@@ -166,6 +166,26 @@ vm_cgroup_mkdir(const char *path, char **cause)
 	return 0;
 }
 
+/*
+ * Make the sandbox's own cgroup. One left by a daemon that died before
+ * its VMM's exit was processed is empty: rmdir succeeds and it is
+ * recreated. One that still holds a process is refused.
+ */
+static int
+vm_cgroup_mkleaf(const char *dir, char **cause)
+{
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno == EEXIST && rmdir(dir) == 0 && mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno == EBUSY)
+		cause_set(cause, "cgroup %s is still in use (is a VMM of this sandbox running?)",
+		    dir);
+	else
+		cause_set(cause, "mkdir %s: %s", dir, strerror(errno));
+	return -1;
+}
+
 static void
 vm_cgroup_add(struct vm_cgroup *cg, char *dir)
 {
@@ -193,8 +213,7 @@ vm_cgroup_create_v1(const char *root, const char *name, const struct vm_limits *
 		}
 		xasprintf(&dir, "%s/%s", parent, name);
 		free(parent);
-		if (mkdir(dir, 0755) == -1) {
-			cause_set(cause, "mkdir %s: %s", dir, strerror(errno));
+		if (vm_cgroup_mkleaf(dir, cause) == -1) {
 			free(dir);
 			return -1;
 		}
@@ -252,8 +271,7 @@ vm_cgroup_create_v2(const char *v2root, const char *name, const struct vm_limits
 	}
 	xasprintf(&dir, "%s/%s", parent, name);
 	free(parent);
-	if (mkdir(dir, 0755) == -1) {
-		cause_set(cause, "mkdir %s: %s", dir, strerror(errno));
+	if (vm_cgroup_mkleaf(dir, cause) == -1) {
 		free(dir);
 		return -1;
 	}

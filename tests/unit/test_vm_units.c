@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,12 +178,36 @@ test_cgroup_real(void)
 	}
 	for (i = 0; i < cg.vc_ndirs; i++)
 		CHECK(strstr(cg.vc_dirs[i], "/airlock/") != NULL);
-	/* A second sandbox of the same name is refused, the first is intact. */
+	/*
+	 * A leftover (empty) cgroup of the same name, as a daemon killed before
+	 * it saw its VMM exit leaves behind, is recreated; one holding a
+	 * process is refused and stays intact.
+	 */
 	struct vm_cgroup dup;
-	CHECK(vm_cgroup_create(NULL, name, &lim, &dup, &cause) == -1);
-	CHECK_CAUSE(cause, "File exists");
-	free(cause);
-	cause = NULL;
+	CHECK(vm_cgroup_create(NULL, name, &lim, &dup, &cause) == 0);
+	CHECK(dup.vc_ndirs == cg.vc_ndirs);
+	for (i = 0; i < dup.vc_ndirs; i++) {
+		free(dup.vc_dirs[i]);
+		free(dup.vc_procs[i]);
+	}
+	{
+		pid_t child = fork();
+
+		if (child == 0) {
+			int fd = open(cg.vc_procs[0], O_WRONLY);
+			if (fd == -1 || write(fd, "0", 1) != 1)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		usleep(200000);
+		CHECK(vm_cgroup_create(NULL, name, &lim, &dup, &cause) == -1);
+		CHECK_CAUSE(cause, "still in use");
+		free(cause);
+		cause = NULL;
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
 	CHECK(access(cg.vc_dirs[0], F_OK) == 0);
 	d0 = xstrdup(cg.vc_dirs[0]);
 	/* A daemon that crashed forgets cg: the stale dirs are found by name. */
