@@ -181,12 +181,12 @@ print:
 		printf("\n");
 	} else {
 		size_t i;
-		printf("%-20s %-28s %-22s %10s\n", "NAME", "KERNEL", "BUILT", "DISK_MB");
+		printf("%-20s %-34s %-22s %10s\n", "NAME", "KERNEL", "BUILT", "DISK_MB");
 		char t[32];
 		json_array_foreach(all, i, m) {
 			cli_cell(stdout, cli_field(m, "name", t, sizeof(t)), 20);
 			fputc(' ', stdout);
-			cli_cell(stdout, cli_field(m, "kernel_release", t, sizeof(t)), 28);
+			cli_cell(stdout, cli_field(m, "kernel_release", t, sizeof(t)), 34);
 			fputc(' ', stdout);
 			cli_cell(stdout, cli_field(m, "built_at", t, sizeof(t)), 22);
 			printf(" %10lld\n",

@@ -1069,8 +1069,8 @@ bogus_server(void *arg)
 		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{x}",
 		/* Good but unusual: close-delimited, chunked with extensions and trailers. */
 		"HTTP/1.0 200 OK\r\n\r\n{\"n\":3}",
-		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		    "3;x=y\r\n{\"n\r\n4\r\n\":4}\r\n0\r\nX-T: 1\r\n\r\n",
+		("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "3;x=y\r\n{\"n\r\n4\r\n\":4}\r\n0\r\nX-T: 1\r\n\r\n"),
 		/* A hostile one: an endless chunk size line. */
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffffffff\r\n",
 	};
