@@ -386,6 +386,33 @@ test_reattach(void)
 	free(req);
 }
 
+/* Two clients on one process: the Start stream and a Connect both get the live output. */
+static void
+test_two_subscribers(void)
+{
+	struct streamer s, s2;
+	struct ah_run run, run2;
+	struct hresp r;
+	char *req;
+
+	CHECK(stream_open("{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\","
+	    "\"read x; echo got $x\"]},\"stdin\":true}", "/process.Process/Start", &s) == 0);
+	req = jstr("{\"process\":{\"pid\":%d}}", s.pid);
+	CHECK(stream_open(req, "/process.Process/Connect", &s2) == 0);
+	free(req);
+	req = jstr("{\"process\":{\"pid\":%d},\"input\":{\"stdin\":\"b25lCg==\"}}", s.pid);
+	CHECK(ah_rpc(api, "process.Process/SendInput", req, NULL, &r) == 200);
+	ah_resp_free(&r);
+	free(req);
+	CHECK(stream_finish(&s, &run) == 0);
+	CHECK(stream_finish(&s2, &run2) == 0);
+	CHECK_STR(run.out, "got one\n");
+	CHECK_STR(run2.out, "got one\n");
+	CHECK(run.ended && run2.ended && run.end_stream && run2.end_stream);
+	ah_run_free(&run);
+	ah_run_free(&run2);
+}
+
 /* Keepalives fill silence at the client's interval (seconds). */
 static void
 test_keepalive(void)
@@ -510,6 +537,21 @@ test_e2b_files(void)
 
 		CHECK(stat(path, &st) == 0 && st.st_uid == 1000);
 		free(path);
+	}
+	/* Expect: 100-continue: the interim answer comes before the body is sent. */
+	{
+		static const char head[] = "POST /files?path=cont.txt HTTP/1.1\r\nHost: a\r\n"
+		    "Content-Type: application/octet-stream\r\nContent-Length: 5\r\n"
+		    "Expect: 100-continue\r\n\r\n";
+		char interim[32];
+		int cfd = ah_unix_connect(api);
+
+		CHECK(ah_write_all(cfd, head, sizeof(head) - 1) == 0);
+		CHECK(read(cfd, interim, 25) == 25 && memcmp(interim, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0);
+		CHECK(ah_write_all(cfd, "hello", 5) == 0);
+		CHECK(ah_read_response(cfd, &r) == 0 && r.status == 200);
+		ah_resp_free(&r);
+		close(cfd);
 	}
 	/* airlock's ?mode= extension, also on an existing file. */
 	CHECK(ah_request(api, "POST", "/files?path=moded.txt&mode=0640",
@@ -1156,6 +1198,7 @@ main(int argc, char **argv)
 	RUN(test_signal);
 	RUN(test_pty);
 	RUN(test_reattach);
+	RUN(test_two_subscribers);
 	RUN(test_keepalive);
 	RUN(test_ring_bound);
 	RUN(test_e2b_files);
