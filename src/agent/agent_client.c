@@ -109,8 +109,18 @@ ac_connect(evutil_socket_t unused, short what, void *arg)
 	struct agent_client *ac = arg;
 	struct sockaddr_un sun;
 	struct timeval tv = { AGENT_CLIENT_HELLO_MS / 1000, 0 };
+	char *cause = NULL;
 	int fd;
 
+	if (ac->ac_cb.connect != NULL) {
+		if ((fd = ac->ac_cb.connect(ac, ac->ac_arg, &cause)) == -1) {
+			log_debug("agent channel %s: %s", ac->ac_path, cause != NULL ? cause : "no fd");
+			free(cause);
+			ac_retry_later(ac);
+			return;
+		}
+		goto connected;
+	}
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", ac->ac_path);
@@ -124,6 +134,7 @@ ac_connect(evutil_socket_t unused, short what, void *arg)
 		ac_retry_later(ac);
 		return;
 	}
+connected:
 	ac->ac_fd = fd;
 	if ((ac->ac_mux = chan_mux_new(ac->ac_base, fd, CHAN_ROLE_HOST, &ac_mux_cb, ac)) == NULL) {
 		close(fd);

@@ -27,6 +27,12 @@ struct agent_client;
 struct agent_client_cb {
 	void	(*up)(struct agent_client *, void *arg);
 	void	(*down)(struct agent_client *, const char *reason, void *arg);
+	/*
+	 * Optional: return a connected fd to use instead of connecting to
+	 * socket_path (e.g. vm_agent_connect, which also checks that the
+	 * listener is this sandbox's VMM), or -1 to retry later.
+	 */
+	int	(*connect)(struct agent_client *, void *arg, char **cause);
 };
 
 /* Start connecting (and reconnecting) to socket_path; callbacks may be NULL. */
