@@ -35,7 +35,10 @@
 
 const char cmd_exec_usage[] =
 	"usage: airlock exec [-i] [-t] [--user U] [--cwd DIR] [--env K=V]... [--timeout S]\n"
-	"                    [--json] ID [--] CMD [ARG...]\n";
+	"                    [--json] ID [--] CMD [ARG...]\n"
+	"  -i forwards stdin, -t gives the command a terminal; Ctrl-C forwards SIGINT,\n"
+	"  a second one detaches. Exit status: the command's, 128+N if signal N\n"
+	"  killed it, 127 if it could not start, 255 if airlock itself failed.\n";
 
 struct exec_state {
 	struct cli_api		*api;
