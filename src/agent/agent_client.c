@@ -20,6 +20,7 @@ struct agent_client {
 	struct event_base	*ac_base;
 	char			*ac_path;
 	struct agent_client_cb	 ac_cb;
+	agent_client_connect_fn	*ac_connect;	/* NULL: connect to ac_path */
 	void			*ac_arg;
 	int			 ac_fd;
 	struct chan_mux		*ac_mux;
@@ -112,8 +113,8 @@ ac_connect(evutil_socket_t unused, short what, void *arg)
 	char *cause = NULL;
 	int fd;
 
-	if (ac->ac_cb.connect != NULL) {
-		if ((fd = ac->ac_cb.connect(ac, ac->ac_arg, &cause)) == -1) {
+	if (ac->ac_connect != NULL) {
+		if ((fd = ac->ac_connect(ac, ac->ac_arg, &cause)) == -1) {
 			log_debug("agent channel %s: %s", ac->ac_path, cause != NULL ? cause : "no fd");
 			free(cause);
 			ac_retry_later(ac);
@@ -149,9 +150,17 @@ struct agent_client *
 agent_client_new(struct event_base *base, const char *socket_path,
     const struct agent_client_cb *cb, void *arg)
 {
+	return agent_client_new_connect(base, socket_path, NULL, cb, arg);
+}
+
+struct agent_client *
+agent_client_new_connect(struct event_base *base, const char *socket_path,
+    agent_client_connect_fn *fn, const struct agent_client_cb *cb, void *arg)
+{
 	struct agent_client *ac = xcalloc(1, sizeof(*ac));
 
 	ac->ac_base = base;
+	ac->ac_connect = fn;
 	ac->ac_path = xstrdup(socket_path);
 	if (cb != NULL)
 		ac->ac_cb = *cb;

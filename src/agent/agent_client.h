@@ -27,17 +27,21 @@ struct agent_client;
 struct agent_client_cb {
 	void	(*up)(struct agent_client *, void *arg);
 	void	(*down)(struct agent_client *, const char *reason, void *arg);
-	/*
-	 * Optional: return a connected fd to use instead of connecting to
-	 * socket_path (e.g. vm_agent_connect, which also checks that the
-	 * listener is this sandbox's VMM), or -1 to retry later.
-	 */
-	int	(*connect)(struct agent_client *, void *arg, char **cause);
 };
+
+/* Hands agent_client_new_connect a connected fd, or -1 to retry later. */
+typedef int agent_client_connect_fn(struct agent_client *, void *arg, char **cause);
 
 /* Start connecting (and reconnecting) to socket_path; callbacks may be NULL. */
 struct agent_client *agent_client_new(struct event_base *base, const char *socket_path,
     const struct agent_client_cb *cb, void *arg);
+/*
+ * The same, but each (re)connection comes from fn instead of connecting to
+ * a path, e.g. vm_agent_connect, which also checks that the listener is
+ * this sandbox's VMM. label names the channel in logs.
+ */
+struct agent_client *agent_client_new_connect(struct event_base *base, const char *label,
+    agent_client_connect_fn *fn, const struct agent_client_cb *cb, void *arg);
 /* Drops the session: every stream is reset, their fds closed. */
 void agent_client_free(struct agent_client *ac);
 int agent_client_is_up(struct agent_client *ac);

@@ -84,7 +84,7 @@ loop_until(struct ctx *c, int *v, int want)
 int
 main(void)
 {
-	static const struct agent_client_cb cb = { .up = up, .down = down, .connect = hook };
+	static const struct agent_client_cb cb = { .up = up, .down = down };
 	struct agent_client *ac;
 	struct bufferevent *bev;
 	struct ctx c;
@@ -93,7 +93,7 @@ main(void)
 	memset(&c, 0, sizeof(c));
 	c.guest_fd = -1;
 	c.base = event_base_new();
-	ac = agent_client_new(c.base, "(hook)", &cb, &c);
+	ac = agent_client_new_connect(c.base, "(hook)", hook, &cb, &c);
 	loop_until(&c, &c.ups, 1);
 	CHECK(c.ups == 1 && agent_client_is_up(ac));
 	bev = agent_client_connect(ac, 8000, opened, &c, &cause);
