@@ -59,7 +59,7 @@ struct vm {
 	struct qmp		*vm_qmp;
 	struct bufferevent	*vm_con;
 	int			 vm_logfd;
-	size_t			 vm_logsize;
+	size_t			 vm_logsize, vm_logmax;
 	char			*vm_tail[VM_CONSOLE_TAIL_LINES];
 	int			 vm_tailpos;
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
@@ -246,7 +246,7 @@ vm_log_write(struct vm *vm, const char *line, size_t len)
 
 	if (vm->vm_logfd == -1)
 		return;
-	if (vm->vm_logsize + len + 1 > VM_CONSOLE_MAX) {
+	if (vm->vm_logsize + len + 1 > vm->vm_logmax) {
 		/* Keep one previous generation: bounded disk, recent history kept. */
 		xasprintf(&old, "%s.1", vm->vm_sb->ss_console);
 		rename(vm->vm_sb->ss_console, old);
@@ -503,6 +503,7 @@ vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	vm->vm_pid = -1;
 	vm->vm_pidfd = -1;
 	vm->vm_logfd = -1;
+	vm->vm_logmax = cfg->console_max ? cfg->console_max : VM_CONSOLE_MAX;
 	vm->vm_snapfd = -1;
 	vm->vm_evcb = ev;
 	vm->vm_opcb = done;

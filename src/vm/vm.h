@@ -73,6 +73,7 @@ struct vm_config {
 	int				 tap_fd;	/* tap in that netns, or -1: no NIC */
 	struct vm_limits		 limits;	/* zero fields get defaults */
 	const char			*cgroup_root;	/* NULL: detect under /sys/fs/cgroup */
+	size_t				 console_max;	/* console.log rotation; 0: VM_CONSOLE_MAX */
 };
 
 enum vm_restore_mem {

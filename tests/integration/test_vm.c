@@ -42,6 +42,7 @@
 #define BOOT_MS		180000
 #define OP_MS		180000
 #define TEST_APPEND	"airlock.init=/airlock-test-init"
+#define TEST_CONSOLE_MAX	(100 * 1024)
 
 static char tag[32];
 static char *snap_id, *snap_dir;
@@ -117,6 +118,8 @@ box_boot(struct box *b, const char *append)
 {
 	struct vm_config c = vt_config(b->name, &b->ss, b->nsfd, b->tapfd, append);
 	char *cause = NULL;
+
+	c.console_max = TEST_CONSOLE_MAX;
 
 	b->t.vm = vm_boot(vt_base, &c, vt_event, vt_done, &b->t, &cause);
 	if (b->t.vm == NULL) {
@@ -616,6 +619,20 @@ test_crash(void)
 	}
 	CHECK(box_boot(&b, TEST_APPEND) == 0);
 	CHECK(vt_wait_line(&b.t, 0, "CNT 2 ", BOOT_MS) >= 0);
+	/* ~150 KB of console output with a 100 KB cap: rotated once, bounded. */
+	{
+		struct stat st;
+		char *old;
+
+		double ft0 = vt_now();
+		CHECK(vt_send(&b.t, "flood 1500\n") == 0);
+		CHECK(vt_wait_line(&b.t, 0, "FLOOD DONE", OP_MS) >= 0);
+		fprintf(stderr, "   flood: %.1f s, %d lines\n", vt_now() - ft0, b.t.nlines);
+		xasprintf(&old, "%s.1", b.ss.ss_console);
+		CHECK(stat(old, &st) == 0 && st.st_size > 0 && st.st_size <= TEST_CONSOLE_MAX);
+		CHECK(stat(b.ss.ss_console, &st) == 0 && st.st_size < TEST_CONSOLE_MAX);
+		free(old);
+	}
 	cgdir = xstrdup(vm_cgroup(b.t.vm)->vc_dirs[0]);
 	CHECK(access(cgdir, F_OK) == 0);
 	kill(vm_pid(b.t.vm), SIGKILL);

@@ -6,7 +6,8 @@
  * The test init (airlock.init=/airlock-test-init) does not depend on the
  * guest agent: it prints "CNT n FILES a,b," every 0.2 s listing a tmpfs,
  * and creates files there on "touch NAME" lines from the agent port;
- * "panic" makes it (PID 1) exit, which panics the guest kernel.
+ * "panic" makes it (PID 1) exit, which panics the guest kernel; "flood N"
+ * prints N lines of ~100 bytes.
  */
 #ifndef AIRLOCK_TEST_VMTEST_H
 #define AIRLOCK_TEST_VMTEST_H
@@ -29,7 +30,7 @@
 #include "storage/template.h"
 #include "vm/vm.h"
 
-#define VT_LINES_MAX	4096
+#define VT_LINES_MAX	32768
 
 /* Bash builtins only in the loops: fork+exec is slow under TCG. */
 static const char vt_init_script[] =
@@ -53,6 +54,8 @@ static const char vt_init_script[] =
 	"      case \"$cmd\" in\n"
 	"        touch) echo \"$arg\" > \"/mnt/$arg\"; echo \"DONE touch $arg\";;\n"
 	"        panic) echo \"PANICKING\"; exit 1;;\n"
+	"        flood) l=0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789;"
+	" for ((i = 0; i < arg; i++)); do echo \"F$i $l\"; done; echo \"FLOOD DONE\";;\n"
 	"      esac\n"
 	"    done < \"$port\"\n"
 	"  fi\n"
@@ -61,8 +64,8 @@ static const char vt_init_script[] =
 
 struct vt {
 	struct vm	*vm;
-	char		*lines[VT_LINES_MAX];
-	int		 nlines;
+	char		**lines;	/* grows up to VT_LINES_MAX */
+	int		 nlines, caplines;
 	int		 done, ok;
 	char		*error;
 	int		 exited, exit_expected;
@@ -83,7 +86,11 @@ vt_event(struct vm *vm, const struct vm_event *e, void *arg)
 
 	switch (e->type) {
 	case VM_EVENT_CONSOLE:
-		if (t->nlines < VT_LINES_MAX)
+		if (t->nlines == t->caplines && t->caplines < VT_LINES_MAX) {
+			t->caplines = t->caplines ? t->caplines * 2 : 256;
+			t->lines = xreallocarray(t->lines, (size_t)t->caplines, sizeof(char *));
+		}
+		if (t->nlines < t->caplines)
 			t->lines[t->nlines++] = xstrdup(e->line);
 		break;
 	case VM_EVENT_GUEST_STOPPED:
@@ -202,6 +209,7 @@ vt_clear(struct vt *t)
 
 	for (i = 0; i < t->nlines; i++)
 		free(t->lines[i]);
+	free(t->lines);
 	if (t->agent_fd > 0)
 		close(t->agent_fd);
 	free(t->error);
