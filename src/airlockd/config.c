@@ -30,6 +30,7 @@ static const struct cfg_entry cfg_table[] = {
 	{ "default_memory_mb", NULL, CFG_INT, OFF(default_memory_mb), 128, 65536 },
 	{ "default_idle_timeout_s", NULL, CFG_INT, OFF(default_idle_timeout_s), 0, 30L * 86400 },
 	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
+	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
 	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
 	{ "log_debug", "AIRLOCK_DEBUG", CFG_BOOL, OFF(log_debug), 0, 1 },
 };

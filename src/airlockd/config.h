@@ -21,6 +21,7 @@ struct config {
 	int		 default_memory_mb;
 	long		 default_idle_timeout_s;
 	int		 max_sandboxes;
+	int		 max_parallel_boots;	/* 0: one per CPU */
 	int		 log_json;		/* structured JSON logs */
 	int		 log_debug;
 };

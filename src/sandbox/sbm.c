@@ -53,7 +53,10 @@ struct sandbox {
 	int			 streams;	/* open exec/watch/file streams */
 	int64_t			 last_active;
 	char			*console;	/* console log path (kept after release) */
+	int			 boot_slot;	/* holds one of the manager's boot slots */
+	int			 boot_waiting;	/* queued in boot_wait */
 	TAILQ_ENTRY(sandbox)	 entry;
+	TAILQ_ENTRY(sandbox)	 wait_entry;
 };
 
 struct sbm {
@@ -70,10 +73,14 @@ struct sbm {
 	struct event		*sweep;
 	struct accel_info	 accel;
 	char			*kernel_id;
+	int			 booting;	/* VM starts in flight (create, resume) */
+	int			 boot_limit;
+	TAILQ_HEAD(, sandbox)	 boot_wait;	/* creates/resumes waiting for a slot */
 };
 
 static void sb_run_next(struct sandbox *sb);
 static void sb_release(struct sandbox *sb);
+static void sb_boot_slot_release(struct sandbox *sb);
 
 /* --- small helpers ----------------------------------------------------- */
 
@@ -247,6 +254,7 @@ sb_op_finish(struct sandbox *sb, const char *error, int status)
 	struct timeval zero = { 0, 0 };
 
 	sb_deadline_clear(sb);
+	sb_boot_slot_release(sb);
 	if (op == NULL)
 		return;
 	sb->cur = NULL;
@@ -715,6 +723,56 @@ op_name(enum sb_op_kind k)
 	return names[k];
 }
 
+/*
+ * VM starts are CPU-bound (a cold boot under TCG takes seconds of CPU):
+ * beyond a few at a time they only slow each other down until timeouts
+ * fire, so creates and resumes wait here for one of boot_limit slots.
+ */
+static int
+sb_boot_slot_take(struct sandbox *sb)
+{
+	struct sbm *m = sb->m;
+
+	if (sb->boot_slot)
+		return 1;
+	if (m->booting < m->boot_limit) {
+		m->booting++;
+		sb->boot_slot = 1;
+		return 1;
+	}
+	if (!sb->boot_waiting) {
+		sb->boot_waiting = 1;
+		sb_ref(sb);
+		TAILQ_INSERT_TAIL(&m->boot_wait, sb, wait_entry);
+	}
+	return 0;
+}
+
+static void
+sb_boot_slot_release(struct sandbox *sb)
+{
+	struct sbm *m = sb->m;
+	struct sandbox *next;
+
+	if (!sb->boot_slot)
+		return;
+	sb->boot_slot = 0;
+	m->booting--;
+	while ((next = TAILQ_FIRST(&m->boot_wait)) != NULL && m->booting < m->boot_limit) {
+		TAILQ_REMOVE(&m->boot_wait, next, wait_entry);
+		next->boot_waiting = 0;
+		if (!next->gone && next->cur != NULL) {
+			m->booting++;
+			next->boot_slot = 1;
+			if (next->cur->kind == SB_OP_CREATE)
+				sb_op_create(next);
+			else
+				sb_op_resume_suspended(next);
+		}
+		sb_unref(next);
+	}
+}
+
 /* Start the next queued operation if the sandbox is idle. */
 static void
 sb_run_next(struct sandbox *sb)
@@ -734,7 +792,8 @@ sb_run_next(struct sandbox *sb)
 		op->start_ms = now_ms();
 		switch (op->kind) {
 		case SB_OP_CREATE:
-			sb_op_create(sb);
+			if (sb_boot_slot_take(sb))
+				sb_op_create(sb);
 			break;
 		case SB_OP_PAUSE:
 			if (sb_is(sb, "paused")) {
@@ -758,7 +817,8 @@ sb_run_next(struct sandbox *sb)
 			}
 			if (!sb_is(sb, "suspended"))
 				goto conflict;
-			sb_op_resume_suspended(sb);
+			if (sb_boot_slot_take(sb))
+				sb_op_resume_suspended(sb);
 			break;
 		case SB_OP_SUSPEND:
 			if (sb_is(sb, "suspended")) {
@@ -1105,6 +1165,11 @@ sbm_new(struct event_base *base, struct store *st, const struct config *cfg, cha
 	m->store = st;
 	m->cfg = cfg;
 	TAILQ_INIT(&m->sandboxes);
+	TAILQ_INIT(&m->boot_wait);
+	m->boot_limit = cfg->max_parallel_boots > 0 ? cfg->max_parallel_boots :
+	    (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (m->boot_limit < 1)
+		m->boot_limit = 1;
 	if (accel_detect(cfg->accel, &m->accel, cause) == -1) {
 		free(m);
 		return NULL;
@@ -1139,6 +1204,11 @@ sbm_free(struct sbm *m)
 	if (m->shutdown_timer != NULL)
 		event_free(m->shutdown_timer);
 	event_free(m->sweep);
+	while ((sb = TAILQ_FIRST(&m->boot_wait)) != NULL) {
+		TAILQ_REMOVE(&m->boot_wait, sb, wait_entry);
+		sb->boot_waiting = 0;
+		sb_unref(sb);
+	}
 	while ((sb = TAILQ_FIRST(&m->sandboxes)) != NULL) {
 		TAILQ_REMOVE(&m->sandboxes, sb, entry);
 		while ((op = TAILQ_FIRST(&sb->ops)) != NULL) {
