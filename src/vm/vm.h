@@ -26,7 +26,7 @@
 #include "vm/accel.h"
 #include "vm/vm_cgroup.h"
 
-#define VM_QMP_TIMEOUT_MS	10000	/* spawn to QMP ready (22 ms typical) */
+#define VM_QMP_TIMEOUT_MS	60000	/* spawn to QMP ready: 22 ms typical, seconds on a loaded TCG host */
 #define VM_CMD_TIMEOUT_MS	10000	/* one QMP command */
 #define VM_MIGRATE_TIMEOUT_MS	120000	/* device state stream / restore */
 #define VM_MIGRATE_POLL_MS	2
