@@ -483,14 +483,15 @@ cmd_exec_run(struct cli_api *api, struct cli_exec_opts *o, int in_fd, int out_fd
 	if (o->tty && o->interactive && isatty(in_fd) && tcgetattr(in_fd, &ex.saved) == 0) {
 		raw = ex.saved;
 		cfmakeraw(&raw);
-		if (tcsetattr(in_fd, TCSAFLUSH, &raw) == 0)
+		/* Not TCSAFLUSH: keys typed ahead belong to the remote command. */
+		if (tcsetattr(in_fd, TCSADRAIN, &raw) == 0)
 			ex.raw = 1;
 	}
 	exec_signals_set(1);
 	st = exec_loop(&ex, conn);
 	exec_signals_set(0);
 	if (ex.raw)
-		tcsetattr(in_fd, TCSAFLUSH, &ex.saved);
+		tcsetattr(in_fd, TCSADRAIN, &ex.saved);
 	cli_conn_free(conn);
 	cli_sse_free(&ex.sse);
 	return st;

@@ -4,6 +4,7 @@
  * src/api runs on the main thread's event loop and answers like docs/api.md;
  * the tests run the real client code in a second thread.
  */
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -12,7 +13,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <pty.h>
 #include <signal.h>
+#include <termios.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -344,6 +347,7 @@ test_response_head(void)
 static struct http_req *cat_req;	/* exec "cat" waiting for stdin */
 static char cat_buf[4096];
 static size_t cat_len;
+static int cat_on_data;
 static uint64_t put_bytes, put_sum;
 static json_t *last_create;
 static char last_query[512];
@@ -415,7 +419,9 @@ fake_exec(struct http_req *req, void *arg)
 		http_sse_event(req, "weird", json_pack("{}"));
 		http_sse_event(req, "exit", json_pack("{s:i}", "code", 70000));
 		http_reply_end(req);
-	} else if (strcmp(cmd, "cat") == 0) {
+	} else if (strcmp(cmd, "cat") == 0 || strcmp(cmd, "ttycat") == 0) {
+		/* ttycat answers the first keystrokes; cat waits for EOF. */
+		cat_on_data = strcmp(cmd, "ttycat") == 0;
 		CHECK(json_is_true(json_object_get(j, "stdin")));
 		resize_cols = (int)json_integer_value(json_object_get(json_object_get(j, "pty"),
 		    "cols"));
@@ -438,7 +444,7 @@ fake_stdin(struct http_req *req, void *arg)
 	    cli_b64_decode(d, strlen(d), (unsigned char *)cat_buf + cat_len, &n) == 0)
 		cat_len += n;
 	http_reply(req, 204, NULL, NULL, 0);
-	if (json_is_true(json_object_get(j, "eof")) && cat_req != NULL) {
+	if ((json_is_true(json_object_get(j, "eof")) || cat_on_data) && cat_req != NULL) {
 		cat_buf[cat_len] = '\0';
 		sse_out(cat_req, "stdout", cat_buf);
 		http_sse_event(cat_req, "exit", json_pack("{s:i,s:n}", "code", 0, "signal"));
@@ -837,6 +843,46 @@ test_commands(void)
 	free(err);
 }
 
+/* exec -t -i on a terminal: raw while it runs, restored after, size sent. */
+static void
+test_exec_tty(void)
+{
+	char *argv[] = { "ttycat", NULL };
+	struct termios before, after;
+	struct winsize ws = { .ws_row = 33, .ws_col = 111 };
+	struct cli_exec_opts o;
+	struct cli_api *api;
+	int mfd, sfd, null = open("/dev/null", O_WRONLY);
+
+	if (openpty(&mfd, &sfd, NULL, NULL, &ws) == -1) {
+		fprintf(stderr, "no pty here, skipping the terminal test\n");
+		close(null);
+		return;
+	}
+	CHECK(tcgetattr(sfd, &before) == 0);
+	memset(&o, 0, sizeof(o));
+	o.id = "sb1";
+	o.cmd = argv;
+	o.ncmd = 1;
+	o.interactive = 1;
+	o.tty = 1;
+	o.env = json_object();
+	/* Keystrokes reach the remote side as typed (raw: no line editing). */
+	CHECK(write(mfd, "typed", 5) == 5);
+	api = cli_api_new(NULL);
+	CHECK(cmd_exec_run(api, &o, sfd, null, null) == 0);
+	CHECK(resize_cols == 111);
+	CHECK_STR(cat_buf, "typed");
+	CHECK(tcgetattr(sfd, &after) == 0);
+	CHECK(memcmp(&before.c_lflag, &after.c_lflag, sizeof(before.c_lflag)) == 0);
+	CHECK((after.c_lflag & ICANON) != 0);
+	cli_api_free(api);
+	cmd_exec_opts_free(&o);
+	close(sfd);
+	close(mfd);
+	close(null);
+}
+
 /* ps lists, attach follows a running process to its exit code. */
 static void
 test_ps_attach(void)
@@ -1159,6 +1205,7 @@ client(void *arg)
 	T_RUN(test_exec);
 	T_RUN(test_exec_broken_pipe);
 	T_RUN(test_ps_attach);
+	T_RUN(test_exec_tty);
 	T_RUN(test_cp);
 	T_RUN(test_bogus_daemon);
 
