@@ -361,10 +361,27 @@ api_files_put(struct api_call *c)
 	struct upload *u;
 	char *path, *enc, *target, *cause = NULL;
 
+	char *mode;
+	unsigned long m = 0;
+
 	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
 		return;
+	if ((mode = http_req_query_get(c->req, "mode")) != NULL) {
+		char *end;
+		m = strtoul(mode, &end, 8);
+		if (*mode == '\0' || *end != '\0' || m > 07777) {
+			api_error(c, 400, "bad_request", "mode: must be octal permission bits like 0644");
+			free(mode);
+			free(path);
+			return;
+		}
+	}
 	enc = pct_encode(path);
-	xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
+	if (mode != NULL)
+		xasprintf(&target, "/files?path=%s&username=%s&mode=%04lo", enc, files_user(c), m);
+	else
+		xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
+	free(mode);
 	u = xcalloc(1, sizeof(*u));
 	u->call = c;
 	u->sb = sb;
