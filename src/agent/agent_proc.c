@@ -941,16 +941,23 @@ proc_signal_end(struct http_conn *hc)
 	if ((j = connect_request(hc, 0)) == NULL)
 		return;
 	v = jget(j, "signal", NULL);
+	/* E2B sends KILL and TERM; airlock's API (Ctrl-C, hangup) adds INT and HUP. */
 	if (json_is_string(v)) {
 		if (strcmp(json_string_value(v), "SIGNAL_SIGKILL") == 0)
 			sig = SIGKILL;
 		else if (strcmp(json_string_value(v), "SIGNAL_SIGTERM") == 0)
 			sig = SIGTERM;
-	} else if (json_is_integer(v) && (jint(v, 0) == SIGKILL || jint(v, 0) == SIGTERM))
+		else if (strcmp(json_string_value(v), "SIGNAL_SIGINT") == 0)
+			sig = SIGINT;
+		else if (strcmp(json_string_value(v), "SIGNAL_SIGHUP") == 0)
+			sig = SIGHUP;
+	} else if (json_is_integer(v) && (jint(v, 0) == SIGKILL || jint(v, 0) == SIGTERM ||
+	    jint(v, 0) == SIGINT || jint(v, 0) == SIGHUP))
 		sig = (int)jint(v, 0);
 	if (sig == 0) {
 		json_decref(j);
-		connect_error(hc, "invalid_argument", "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+		connect_error(hc, "invalid_argument",
+		    "signal must be SIGNAL_SIGKILL, SIGNAL_SIGTERM, SIGNAL_SIGINT or SIGNAL_SIGHUP");
 		return;
 	}
 	p = proc_select(jget(j, "process", NULL));

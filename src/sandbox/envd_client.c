@@ -29,6 +29,8 @@ struct envd_req {
 	int			 in_cb;		/* free deferred while in a callback */
 	int			 dead;
 	char			 method[8];
+	/* Wrappers (unary JSON, Connect streams) free their state here on cancel. */
+	void			(*wrap_free)(void *arg);
 };
 
 static void
@@ -280,6 +282,8 @@ envd_req_cancel(struct envd_req *r)
 		return;
 	r->dead = 1;
 	r->finished = 1;
+	if (r->wrap_free != NULL)
+		r->wrap_free(r->arg);
 	if (r->in_cb == 0)
 		envd_free(r);
 }
@@ -312,6 +316,15 @@ json_data(struct envd_req *r, const char *data, size_t n, void *arg)
 }
 
 static void
+json_free(void *arg)
+{
+	struct envd_json *j = arg;
+
+	evbuffer_free(j->buf);
+	free(j);
+}
+
+static void
 json_done(struct envd_req *r, const char *error, void *arg)
 {
 	struct envd_json *j = arg;
@@ -327,8 +340,7 @@ json_done(struct envd_req *r, const char *error, void *arg)
 	}
 	j->cb(j->status, resp, error, j->arg);
 	json_decref(resp);
-	evbuffer_free(j->buf);
-	free(j);
+	json_free(j);
 }
 
 struct envd_req *
@@ -349,7 +361,8 @@ envd_call_json(struct agent_client *ac, const char *method, const char *target, 
 	if (r == NULL) {
 		evbuffer_free(j->buf);
 		free(j);
-	}
+	} else
+		r->wrap_free = json_free;
 	return r;
 }
 
@@ -463,6 +476,16 @@ stream_data(struct envd_req *r, const char *data, size_t n, void *arg)
 }
 
 static void
+stream_free(void *arg)
+{
+	struct envd_streamer *s = arg;
+
+	connect_dec_free(&s->dec);
+	free(s->end_error);
+	free(s);
+}
+
+static void
 stream_done(struct envd_req *r, const char *error, void *arg)
 {
 	struct envd_streamer *s = arg;
@@ -477,9 +500,7 @@ stream_done(struct envd_req *r, const char *error, void *arg)
 	if (error == NULL && !s->ended)
 		error = "stream ended without an end-stream message";
 	s->on_end(error, s->arg);
-	connect_dec_free(&s->dec);
-	free(s->end_error);
-	free(s);
+	stream_free(s);
 }
 
 struct envd_req *
@@ -516,5 +537,7 @@ envd_stream(struct agent_client *ac, const char *service_method, json_t *req,
 	free(body);
 	if (r == NULL)
 		free(s);
+	else
+		r->wrap_free = stream_free;
 	return r;
 }
