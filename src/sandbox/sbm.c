@@ -482,6 +482,22 @@ sb_vm_event(struct vm *vm, const struct vm_event *ev, void *arg)
 
 /* --- create and resume: boot or restore, then the agent ---------------- */
 
+/*
+ * The socket lives in a directory the (untrusted) VMM can write: dial it
+ * through the driver, which checks the listener is this sandbox's VMM.
+ */
+static int
+sb_agent_dial(struct agent_client *ac, void *arg, char **cause)
+{
+	struct sandbox *sb = arg;
+
+	if (sb->vm == NULL) {
+		cause_set(cause, "no VM");
+		return -1;
+	}
+	return vm_agent_connect(sb->vm, cause);
+}
+
 static void
 sb_vm_ready(struct vm *vm, const char *error, void *arg)
 {
@@ -494,7 +510,8 @@ sb_vm_ready(struct vm *vm, const char *error, void *arg)
 		free(msg);
 		return;
 	}
-	sb->agent = agent_client_new(sb->m->base, vm_agent_socket(vm), &sb_agent_cbs, sb);
+	sb->agent = agent_client_new_connect(sb->m->base, sb->rec.id, sb_agent_dial, &sb_agent_cbs,
+	    sb);
 	sb_deadline_set(sb, SBM_BOOT_TIMEOUT_MS);
 }
 
