@@ -9,6 +9,7 @@
 
 #include "api/api.h"
 #include "api/api_sandbox.h"
+#include "api/api_stream.h"
 #include "api/metrics.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -18,44 +19,6 @@
 #define EXEC_ARGS_MAX		4096
 #define EXEC_ARG_MAX		(128 * 1024)
 #define EXEC_STDIN_MAX		(1024 * 1024)
-
-struct exec_stream {
-	struct api_call		*call;
-	struct sandbox		*sb;
-	struct envd_req		*req;
-	int			 started;
-	int			 exec;		/* a new process (metrics), not a reattach */
-};
-
-static char *
-basic_user(const char *user)
-{
-	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char raw[64], out[128], *h;
-	size_t n, i, o = 0;
-
-	n = (size_t)snprintf(raw, sizeof(raw), "%s:", user);
-	for (i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)(unsigned char)raw[i] << 16 |
-		    (i + 1 < n ? (unsigned)(unsigned char)raw[i + 1] << 8 : 0) |
-		    (i + 2 < n ? (unsigned char)raw[i + 2] : 0);
-		out[o++] = b64[(v >> 18) & 63];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
-	xasprintf(&h, "Authorization: Basic %s", out);
-	return h;
-}
-
-static void
-exec_free(struct exec_stream *es)
-{
-	sb_stream_end(es->sb);
-	sb_unref(es->sb);
-	free(es);
-}
 
 /* "signal: killed" and friends from the agent's end event. */
 static json_t *
@@ -76,20 +39,20 @@ signal_of(const char *status)
 	return json_string(status + 8);
 }
 
+#define EXEC_STREAM_NEW	0x01	/* a new process (metrics), not a reattach */
+
 static void
-exec_msg(json_t *msg, void *arg)
+exec_msg(struct api_stream *es, json_t *msg)
 {
-	struct exec_stream *es = arg;
 	struct http_req *req = es->call->req;
 	json_t *ev = json_object_get(msg, "event"), *x;
 
 	if (ev == NULL)
 		return;
 	if ((x = json_object_get(ev, "start")) != NULL) {
-		es->started = 1;
 		http_sse_event(req, "start", json_pack("{s:O}", "pid",
 		    json_object_get(x, "pid") ? json_object_get(x, "pid") : json_null()));
-		if (es->exec)
+		if (es->flags & EXEC_STREAM_NEW)
 			metrics_observe(es->call->api->metrics, "sandbox_exec_start",
 			    api_elapsed(es->call));
 	} else if ((x = json_object_get(ev, "data")) != NULL) {
@@ -110,69 +73,18 @@ exec_msg(json_t *msg, void *arg)
 }
 
 static void
-exec_end(const char *error, void *arg)
-{
-	struct exec_stream *es = arg;
-
-	es->req = NULL;
-	if (error != NULL)
-		http_sse_event(es->call->req, "error", json_pack("{s:s}", "message", error));
-	http_reply_end(es->call->req);
-	api_call_done(es->call);
-	exec_free(es);
-}
-
-static void
-exec_client_gone(struct http_req *req, void *arg)
-{
-	struct exec_stream *es = arg;
-
-	/* The process keeps running in the guest; only our view of it ends. */
-	if (es->req != NULL)
-		envd_req_cancel(es->req);
-	es->req = NULL;
-	api_call_done(es->call);
-	exec_free(es);
-}
-
-static void
 exec_start_stream(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
-    const char *user, long long timeout_s, int is_exec)
+    const char *user, long long timeout_s, int flags)
 {
-	struct exec_stream *es;
-	char *auth = basic_user(user), *token = NULL, tmo[64], *cause = NULL;
-	const char *headers[4];
-	size_t nh = 0;
-	struct agent_client *ac = sb_agent(sb);
+	struct api_agent_headers ah;
 
-	headers[nh++] = auth;
-	headers[nh++] = "Keepalive-Ping-Interval: 15";
-	if (sb_access_token(sb) != NULL) {
-		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
-		headers[nh++] = token;
-	}
-	if (timeout_s > 0 && nh < 3) {
-		snprintf(tmo, sizeof(tmo), "Connect-Timeout-Ms: %lld", timeout_s * 1000);
-		headers[nh++] = tmo;
-	}
-	headers[nh] = NULL;
-	es = xcalloc(1, sizeof(*es));
-	es->call = c;
-	es->sb = sb;
-	es->exec = is_exec;
-	sb_ref(sb);
-	sb_stream_begin(sb);
-	es->req = envd_stream(ac, method, body, headers, exec_msg, exec_end, es, &cause);
-	free(auth);
-	free(token);
-	if (es->req == NULL) {
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
-		free(cause);
-		exec_free(es);
-		return;
-	}
-	http_sse_start(c->req);
-	http_req_on_close(c->req, exec_client_gone, es);
+	api_agent_headers(&ah, sb, user, 0);
+	api_agent_headers_add(&ah, "Keepalive-Ping-Interval: 15");
+	/* The agent kills the process when this elapses (envd semantics). */
+	if (timeout_s > 0)
+		api_agent_headers_add(&ah, "Connect-Timeout-Ms: %lld", timeout_s * 1000);
+	api_stream_start(c, sb, method, body, ah.h, exec_msg, flags);
+	api_agent_headers_free(&ah);
 }
 
 static int
@@ -266,7 +178,7 @@ api_exec_start(struct api_call *c)
 		json_object_set_new(body, "pty", json_pack("{s:{s:I,s:I}}", "size", "cols",
 		    (json_int_t)cols, "rows", (json_int_t)rows));
 	metrics_inc(c->api->metrics, "sandbox_execs");
-	exec_start_stream(c, sb, "process.Process/Start", body, user, timeout, 1);
+	exec_start_stream(c, sb, "process.Process/Start", body, user, timeout, EXEC_STREAM_NEW);
 	json_decref(body);
 }
 
@@ -358,24 +270,20 @@ static void
 unary_call(struct api_call *c, struct sandbox *sb, const char *method, json_t *body, int list)
 {
 	struct unary *u = xcalloc(1, sizeof(*u));
-	char *path, *cause = NULL, *auth = basic_user("root"), *token = NULL;
-	const char *headers[4] = { "Connect-Protocol-Version: 1", auth, NULL, NULL };
+	struct api_agent_headers ah;
+	char *path, *cause = NULL;
 
-	if (sb_access_token(sb) != NULL) {
-		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
-		headers[2] = token;
-	}
 	u->call = c;
 	u->list = list;
 	xasprintf(&path, "/%s", method);
-	if (envd_call_json(sb_agent(sb), "POST", path, body, headers, unary_done, u, &cause) == NULL) {
+	api_agent_headers(&ah, sb, "root", 1);
+	if (envd_call_json(sb_agent(sb), "POST", path, body, ah.h, unary_done, u, &cause) == NULL) {
 		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
 		free(cause);
 		free(u);
 	}
+	api_agent_headers_free(&ah);
 	free(path);
-	free(auth);
-	free(token);
 }
 
 void

@@ -12,6 +12,7 @@
 
 #include "api/api.h"
 #include "api/api_sandbox.h"
+#include "api/api_stream.h"
 #include "common/http_parse.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -100,20 +101,6 @@ files_agent_error(struct api_call *c, int status, const char *body, size_t len)
 	    st == 507 ? "insufficient_storage" : "agent_error", "%s",
 	    msg ? msg : "the guest agent refused the request");
 	json_decref(j);
-}
-
-/* The agent wants the sandbox's access token on /files. Caller frees *buf. */
-static const char *const *
-files_headers(struct sandbox *sb, const char *hdrs[2], char **buf)
-{
-	*buf = NULL;
-	hdrs[0] = NULL;
-	hdrs[1] = NULL;
-	if (sb_access_token(sb) != NULL) {
-		xasprintf(buf, "X-Access-Token: %s", sb_access_token(sb));
-		hdrs[0] = *buf;
-	}
-	return hdrs;
 }
 
 /* --- download ----------------------------------------------------------- */
@@ -223,11 +210,11 @@ api_files_get(struct api_call *c)
 	sb_ref(sb);
 	sb_stream_begin(sb);
 	{
-		const char *hdrs[2];
-		char *tok;
-		d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0,
-		    files_headers(sb, hdrs, &tok), &cbs, d, &cause);
-		free(tok);
+		struct api_agent_headers ah;
+		api_agent_headers(&ah, sb, files_user(c), 0);
+		d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0, ah.h, &cbs, d,
+		    &cause);
+		api_agent_headers_free(&ah);
 	}
 	if (d->req == NULL) {
 		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
@@ -390,11 +377,11 @@ api_files_put(struct api_call *c)
 	sb_ref(sb);
 	sb_stream_begin(sb);
 	{
-		const char *hdrs[2];
-		char *tok;
+		struct api_agent_headers ah;
+		api_agent_headers(&ah, sb, files_user(c), 0);
 		u->req = envd_request(sb_agent(sb), "POST", target, "application/octet-stream", NULL,
-		    -1, files_headers(sb, hdrs, &tok), &cbs, u, &cause);
-		free(tok);
+		    -1, ah.h, &cbs, u, &cause);
+		api_agent_headers_free(&ah);
 	}
 	free(target);
 	free(enc);
@@ -475,23 +462,19 @@ fs_call(struct api_call *c, struct sandbox *sb, enum fs_kind kind, const char *m
     json_t *body)
 {
 	struct fs_call *f = xcalloc(1, sizeof(*f));
-	char *target, *cause = NULL, *token = NULL;
-	const char *headers[4] = { "Connect-Protocol-Version: 1", "Authorization: Basic dXNlcjo=",
-	    NULL, NULL };
+	struct api_agent_headers ah;
+	char *target, *cause = NULL;
 
-	if (sb_access_token(sb) != NULL) {
-		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
-		headers[2] = token;
-	}
 	f->call = c;
 	f->kind = kind;
 	xasprintf(&target, "/filesystem.Filesystem/%s", method);
-	if (envd_call_json(sb_agent(sb), "POST", target, body, headers, fs_done, f, &cause) == NULL) {
+	api_agent_headers(&ah, sb, "user", 1);
+	if (envd_call_json(sb_agent(sb), "POST", target, body, ah.h, fs_done, f, &cause) == NULL) {
 		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
 		free(cause);
 		free(f);
 	}
-	free(token);
+	api_agent_headers_free(&ah);
 	free(target);
 	json_decref(body);
 }
@@ -576,24 +559,9 @@ api_files_remove(struct api_call *c)
 
 /* --- watch --------------------------------------------------------------- */
 
-struct watch {
-	struct api_call	*call;
-	struct sandbox	*sb;
-	struct envd_req	*req;
-};
-
 static void
-watch_free(struct watch *w)
+watch_msg(struct api_stream *st, json_t *msg)
 {
-	sb_stream_end(w->sb);
-	sb_unref(w->sb);
-	free(w);
-}
-
-static void
-watch_msg(json_t *msg, void *arg)
-{
-	struct watch *w = arg;
 	json_t *ev = json_object_get(msg, "filesystem");
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	const char *t = "change";
@@ -607,69 +575,26 @@ watch_msg(json_t *msg, void *arg)
 		else if (strstr(type, "RENAME")) t = "rename";
 		else if (strstr(type, "CHMOD")) t = "chmod";
 	}
-	http_sse_event(w->call->req, "fs", json_pack("{s:s,s:O?}", "type", t, "path",
+	http_sse_event(st->call->req, "fs", json_pack("{s:s,s:O?}", "type", t, "path",
 	    json_object_get(ev, "name")));
-}
-
-static void
-watch_end(const char *error, void *arg)
-{
-	struct watch *w = arg;
-
-	w->req = NULL;
-	if (error != NULL)
-		http_sse_event(w->call->req, "error", json_pack("{s:s}", "message", error));
-	http_reply_end(w->call->req);
-	api_call_done(w->call);
-	watch_free(w);
-}
-
-static void
-watch_gone(struct http_req *req, void *arg)
-{
-	struct watch *w = arg;
-
-	if (w->req != NULL)
-		envd_req_cancel(w->req);
-	w->req = NULL;
-	api_call_done(w->call);
-	watch_free(w);
 }
 
 void
 api_files_watch(struct api_call *c)
 {
+	struct api_agent_headers ah;
 	struct sandbox *sb;
-	struct watch *w;
-	char *path, *rec, *cause = NULL, *token = NULL;
-	const char *headers[3] = { "Authorization: Basic dXNlcjo=", NULL, NULL };
+	char *path, *rec;
 	json_t *body;
 
 	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
 		return;
 	rec = http_req_query_get(c->req, "recursive");
 	body = json_pack("{s:s,s:b}", "path", path, "recursive", rec && strcmp(rec, "true") == 0);
-	if (sb_access_token(sb) != NULL) {
-		xasprintf(&token, "X-Access-Token: %s", sb_access_token(sb));
-		headers[1] = token;
-	}
-	w = xcalloc(1, sizeof(*w));
-	w->call = c;
-	w->sb = sb;
-	sb_ref(sb);
-	sb_stream_begin(sb);
-	w->req = envd_stream(sb_agent(sb), "filesystem.Filesystem/WatchDir", body, headers,
-	    watch_msg, watch_end, w, &cause);
-	if (w->req == NULL) {
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
-		free(cause);
-		watch_free(w);
-	} else {
-		http_sse_start(c->req);
-		http_req_on_close(c->req, watch_gone, w);
-	}
+	api_agent_headers(&ah, sb, "user", 0);
+	api_stream_start(c, sb, "filesystem.Filesystem/WatchDir", body, ah.h, watch_msg, 0);
+	api_agent_headers_free(&ah);
 	json_decref(body);
-	free(token);
 	free(rec);
 	free(path);
 }

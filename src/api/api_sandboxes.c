@@ -8,6 +8,7 @@
 #include "airlockd/config.h"
 #include "api/api.h"
 #include "api/api_sandbox.h"
+#include "api/api_stream.h"
 #include "api/metrics.h"
 #include "common/http_parse.h"
 #include "common/paths.h"
@@ -344,8 +345,8 @@ api_sandboxes_metrics(struct api_call *c)
 {
 	struct sandbox *sb = api_sandbox(c, NULL);
 	struct metrics_call *m;
-	const char *hdrs[2] = { NULL, NULL };
-	char *cause = NULL, *tok;
+	struct api_agent_headers ah;
+	char *cause = NULL;
 	struct envd_req *r;
 
 	if (sb == NULL)
@@ -358,10 +359,9 @@ api_sandboxes_metrics(struct api_call *c)
 	m->call = c;
 	m->sb = sb;
 	sb_ref(sb);
-	xasprintf(&tok, "X-Access-Token: %s", sb_access_token(sb) ? sb_access_token(sb) : "");
-	hdrs[0] = tok;
-	r = envd_call_json(sb_agent(sb), "GET", "/metrics", NULL, hdrs, metrics_done, m, &cause);
-	free(tok);
+	api_agent_headers(&ah, sb, "root", 0);
+	r = envd_call_json(sb_agent(sb), "GET", "/metrics", NULL, ah.h, metrics_done, m, &cause);
+	api_agent_headers_free(&ah);
 	if (r == NULL) {
 		free(cause);
 		sb_unref(sb);

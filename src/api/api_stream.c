@@ -1,0 +1,156 @@
+/* Agent calls for API handlers: the common headers and the Connect → SSE bridge. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_stream.h"
+#include "common/util.h"
+#include "sandbox/envd_client.h"
+#include "sandbox/sbm.h"
+
+static char *
+basic_user(const char *user)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char raw[64], out[128], *h;
+	size_t n, i, o = 0;
+
+	n = (size_t)snprintf(raw, sizeof(raw), "%s:", user);
+	for (i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)(unsigned char)raw[i] << 16 |
+		    (i + 1 < n ? (unsigned)(unsigned char)raw[i + 1] << 8 : 0) |
+		    (i + 2 < n ? (unsigned char)raw[i + 2] : 0);
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	xasprintf(&h, "Authorization: Basic %s", out);
+	return h;
+}
+
+static void
+headers_push(struct api_agent_headers *ah, const char *h)
+{
+	size_t n = 0;
+
+	while (ah->h[n] != NULL)
+		n++;
+	if (n < API_AGENT_HEADERS_MAX) {
+		ah->h[n] = h;
+		ah->h[n + 1] = NULL;
+	}
+}
+
+void
+api_agent_headers(struct api_agent_headers *ah, struct sandbox *sb, const char *user,
+    int connect_unary)
+{
+	memset(ah, 0, sizeof(*ah));
+	if (connect_unary)
+		headers_push(ah, "Connect-Protocol-Version: 1");
+	ah->auth = basic_user(user);
+	headers_push(ah, ah->auth);
+	if (sb_access_token(sb) != NULL) {
+		xasprintf(&ah->token, "X-Access-Token: %s", sb_access_token(sb));
+		headers_push(ah, ah->token);
+	}
+}
+
+void
+api_agent_headers_add(struct api_agent_headers *ah, const char *fmt, ...)
+{
+	va_list ap;
+	size_t i;
+
+	for (i = 0; i < 3 && ah->extra[i] != NULL; i++)
+		;
+	if (i == 3)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&ah->extra[i], fmt, ap) < 0)
+		ah->extra[i] = NULL;
+	va_end(ap);
+	if (ah->extra[i] != NULL)
+		headers_push(ah, ah->extra[i]);
+}
+
+void
+api_agent_headers_free(struct api_agent_headers *ah)
+{
+	free(ah->auth);
+	free(ah->token);
+	free(ah->extra[0]);
+	free(ah->extra[1]);
+	free(ah->extra[2]);
+	memset(ah, 0, sizeof(*ah));
+}
+
+static void
+stream_free(struct api_stream *st)
+{
+	sb_stream_end(st->sb);
+	sb_unref(st->sb);
+	free(st);
+}
+
+static void
+stream_msg(json_t *msg, void *arg)
+{
+	struct api_stream *st = arg;
+
+	st->on_msg(st, msg);
+}
+
+static void
+stream_end(const char *error, void *arg)
+{
+	struct api_stream *st = arg;
+
+	st->req = NULL;
+	if (error != NULL)
+		http_sse_event(st->call->req, "error", json_pack("{s:s}", "message", error));
+	http_reply_end(st->call->req);
+	api_call_done(st->call);
+	stream_free(st);
+}
+
+static void
+stream_client_gone(struct http_req *req, void *arg)
+{
+	struct api_stream *st = arg;
+
+	if (st->req != NULL)
+		envd_req_cancel(st->req);
+	st->req = NULL;
+	api_call_done(st->call);
+	stream_free(st);
+}
+
+int
+api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
+    const char *const *headers, api_stream_msg_fn on_msg, int flags)
+{
+	struct api_stream *st = xcalloc(1, sizeof(*st));
+	char *cause = NULL;
+
+	st->call = c;
+	st->sb = sb;
+	st->on_msg = on_msg;
+	st->flags = flags;
+	sb_ref(sb);
+	sb_stream_begin(sb);
+	st->req = envd_stream(sb_agent(sb), method, body, headers, stream_msg, stream_end, st,
+	    &cause);
+	if (st->req == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		stream_free(st);
+		return -1;
+	}
+	http_sse_start(c->req);
+	http_req_on_close(c->req, stream_client_gone, st);
+	return 0;
+}

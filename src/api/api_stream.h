@@ -1,0 +1,48 @@
+/* Talking to a sandbox's agent on behalf of an API call: headers, SSE bridges. */
+#ifndef AIRLOCK_API_STREAM_H
+#define AIRLOCK_API_STREAM_H
+
+#include <jansson.h>
+
+#include "api/api.h"
+
+struct sandbox;
+struct envd_req;
+
+#define API_AGENT_HEADERS_MAX	8
+
+/*
+ * Headers every agent call carries: Basic user and access token, plus the
+ * Connect version for unary Connect calls (envd_stream adds its own).
+ */
+struct api_agent_headers {
+	const char	*h[API_AGENT_HEADERS_MAX + 1];
+	char		*auth, *token, *extra[3];
+};
+void api_agent_headers(struct api_agent_headers *ah, struct sandbox *sb, const char *user,
+    int connect_unary);
+/* One more "Name: value" (formatted and kept); at most three per set. */
+void api_agent_headers_add(struct api_agent_headers *ah, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void api_agent_headers_free(struct api_agent_headers *ah);
+
+/*
+ * An SSE response fed by a Connect server stream from the agent: on_msg
+ * turns each agent message into SSE events; the stream's end closes the
+ * response (with an "error" event first when it failed). A client that
+ * leaves cancels the stream, never the work in the guest.
+ */
+struct api_stream;
+typedef void (*api_stream_msg_fn)(struct api_stream *st, json_t *msg);
+struct api_stream {
+	struct api_call		*call;
+	struct sandbox		*sb;
+	struct envd_req		*req;
+	api_stream_msg_fn	 on_msg;
+	int			 flags;		/* for on_msg's own use */
+};
+/* Replies 502 and returns -1 when the stream cannot start. */
+int api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
+    const char *const *headers, api_stream_msg_fn on_msg, int flags);
+
+#endif
