@@ -31,11 +31,19 @@ struct envd_req {
 	char			 method[8];
 	/* Wrappers (unary JSON, Connect streams) free their state here on cancel. */
 	void			(*wrap_free)(void *arg);
+	struct agent_client	*ac;
+	int			 open_done;	/* the channel reported the stream's open */
 };
 
 static void
 envd_free(struct envd_req *r)
 {
+	/*
+	 * A stream still opening would call envd_opened with r later. (Freeing
+	 * the agent client reports every pending open first, so ac is valid here.)
+	 */
+	if (!r->open_done)
+		agent_client_cancel(r->ac, r);
 	if (r->bev != NULL)
 		bufferevent_free(r->bev);
 	free(r);
@@ -188,6 +196,7 @@ envd_opened(int err, const char *reason, void *arg)
 {
 	struct envd_req *r = arg;
 
+	r->open_done = 1;
 	if (err != 0 && !r->dead) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "guest agent refused the stream: %s",
@@ -207,6 +216,7 @@ envd_request(struct agent_client *ac, const char *method, const char *target, co
 	r->cb = *cb;
 	r->arg = arg;
 	snprintf(r->method, sizeof(r->method), "%s", method);
+	r->ac = ac;
 	r->bev = agent_client_connect(ac, ENVD_PORT, envd_opened, r, cause);
 	if (r->bev == NULL) {
 		free(r);
