@@ -50,7 +50,9 @@ class Client:
             raise ApiError(r.status, data)
         ev, buf = None, b""
         while True:
-            line = r.fp.readline()
+            # r.readline decodes the chunked framing and returns b"" at the
+            # final chunk; the connection itself stays open (keep-alive).
+            line = r.readline()
             if not line:
                 break
             line = line.rstrip(b"\r\n")
