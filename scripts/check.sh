@@ -38,6 +38,11 @@ bash tests/fuzz.sh build-fuzz smoke >> "$results"
 
 passed=$(grep -c '^pass' "$results")
 failed=$(grep -c '^fail' "$results")
+# A run that executed nothing (a killed meson, an empty fuzz build) is a failure.
+if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
+	echo "check: no test ran" >&2
+	failed=1
+fi
 skipped=$(grep -c '^skip' "$results")
 if [ "$failed" -gt 0 ]; then
 	echo
