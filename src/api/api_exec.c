@@ -211,79 +211,37 @@ api_exec_stream(struct api_call *c)
 
 /* --- unary process calls ------------------------------------------------ */
 
-struct unary {
-	struct api_call	*call;
-	int		 list;	/* translate the List answer */
-};
-
-static const char *
-connect_code_api(const char *code, int *status)
-{
-	if (code != NULL && strcmp(code, "not_found") == 0) {
-		*status = 404;
-		return "not_found";
-	}
-	if (code != NULL && strcmp(code, "invalid_argument") == 0) {
-		*status = 400;
-		return "bad_request";
-	}
-	*status = 502;
-	return "agent_error";
-}
-
+/* The agent's List answer in the API's shape; other calls answer 204. */
 static void
-unary_done(int status, json_t *resp, const char *error, void *arg)
+unary_ok(struct api_call *c, json_t *resp, int list)
 {
-	struct unary *u = arg;
-	struct api_call *c = u->call;
-	int st;
+	json_t *procs, *p, *out, *cmd, *a;
+	size_t i, j;
 
-	if (error != NULL)
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
-	else if (status != 200) {
-		const char *code = json_string_value(json_object_get(resp, "code"));
-		const char *msg = json_string_value(json_object_get(resp, "message"));
-		const char *api_code = connect_code_api(code, &st);
-		api_error(c, st, api_code, "%s", msg ? msg : "guest agent error");
-	} else if (u->list) {
-		json_t *procs = json_object_get(resp, "processes"), *p, *out = json_array();
-		size_t i;
-		json_array_foreach(procs, i, p) {
-			json_t *cfg = json_object_get(p, "config"), *cmd = json_array();
-			size_t j;
-			json_t *a;
-			if (json_object_get(cfg, "cmd") != NULL)
-				json_array_append(cmd, json_object_get(cfg, "cmd"));
-			json_array_foreach(json_object_get(cfg, "args"), j, a)
-				json_array_append(cmd, a);
-			json_array_append_new(out, json_pack("{s:O,s:o,s:O?,s:O?}", "pid",
-			    json_object_get(p, "pid"), "cmd", cmd, "cwd", json_object_get(cfg, "cwd"),
-			    "tag", json_object_get(p, "tag")));
-		}
-		api_json(c, 200, json_pack("{s:o}", "processes", out));
-	} else
+	if (!list) {
 		api_no_content(c);
-	free(u);
+		return;
+	}
+	procs = json_object_get(resp, "processes");
+	out = json_array();
+	json_array_foreach(procs, i, p) {
+		json_t *cfg = json_object_get(p, "config");
+		cmd = json_array();
+		if (json_object_get(cfg, "cmd") != NULL)
+			json_array_append(cmd, json_object_get(cfg, "cmd"));
+		json_array_foreach(json_object_get(cfg, "args"), j, a)
+			json_array_append(cmd, a);
+		json_array_append_new(out, json_pack("{s:O,s:o,s:O?,s:O?}", "pid",
+		    json_object_get(p, "pid"), "cmd", cmd, "cwd", json_object_get(cfg, "cwd"),
+		    "tag", json_object_get(p, "tag")));
+	}
+	api_json(c, 200, json_pack("{s:o}", "processes", out));
 }
 
 static void
 unary_call(struct api_call *c, struct sandbox *sb, const char *method, json_t *body, int list)
 {
-	struct unary *u = xcalloc(1, sizeof(*u));
-	struct api_agent_headers ah;
-	char *path, *cause = NULL;
-
-	u->call = c;
-	u->list = list;
-	xasprintf(&path, "/%s", method);
-	api_agent_headers(&ah, sb, "root", 1);
-	if (envd_call_json(sb_agent(sb), "POST", path, body, ah.h, unary_done, u, &cause) == NULL) {
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
-		free(cause);
-		free(u);
-	}
-	api_agent_headers_free(&ah);
-	free(path);
+	api_agent_unary(c, sb, "root", method, body, unary_ok, list);
 }
 
 void

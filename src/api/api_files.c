@@ -422,59 +422,32 @@ entry_json(json_t *e)
 
 enum fs_kind { FS_LIST, FS_STAT, FS_MKDIR, FS_MOVE, FS_REMOVE };
 
-struct fs_call {
-	struct api_call	*call;
-	enum fs_kind	 kind;
-};
-
 static void
-fs_done(int status, json_t *resp, const char *error, void *arg)
+fs_ok(struct api_call *c, json_t *resp, int kind)
 {
-	struct fs_call *f = arg;
-	struct api_call *c = f->call;
 	json_t *out, *e;
 	size_t i;
 
-	if (error != NULL)
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
-	else if (status != 200) {
-		const char *code = json_string_value(json_object_get(resp, "code"));
-		const char *msg = json_string_value(json_object_get(resp, "message"));
-		int st = code && strcmp(code, "not_found") == 0 ? 404 :
-		    code && strcmp(code, "invalid_argument") == 0 ? 400 :
-		    code && strcmp(code, "already_exists") == 0 ? 409 : 502;
-		api_error(c, st, st == 404 ? "not_found" : st == 400 ? "bad_request" :
-		    st == 409 ? "conflict" : "agent_error", "%s", msg ? msg : "guest agent error");
-	} else if (f->kind == FS_LIST) {
+	if (kind == FS_LIST) {
 		out = json_array();
 		json_array_foreach(json_object_get(resp, "entries"), i, e)
 			json_array_append_new(out, entry_json(e));
 		api_json(c, 200, json_pack("{s:o}", "entries", out));
-	} else if (f->kind == FS_REMOVE)
+	} else if (kind == FS_REMOVE)
 		api_no_content(c);
 	else
-		api_json(c, f->kind == FS_MKDIR ? 201 : 200, entry_json(json_object_get(resp, "entry")));
-	free(f);
+		api_json(c, kind == FS_MKDIR ? 201 : 200, entry_json(json_object_get(resp, "entry")));
 }
 
+/* Steals body. */
 static void
 fs_call(struct api_call *c, struct sandbox *sb, enum fs_kind kind, const char *method,
     json_t *body)
 {
-	struct fs_call *f = xcalloc(1, sizeof(*f));
-	struct api_agent_headers ah;
-	char *target, *cause = NULL;
+	char *target;
 
-	f->call = c;
-	f->kind = kind;
-	xasprintf(&target, "/filesystem.Filesystem/%s", method);
-	api_agent_headers(&ah, sb, "user", 1);
-	if (envd_call_json(sb_agent(sb), "POST", target, body, ah.h, fs_done, f, &cause) == NULL) {
-		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
-		free(cause);
-		free(f);
-	}
-	api_agent_headers_free(&ah);
+	xasprintf(&target, "filesystem.Filesystem/%s", method);
+	api_agent_unary(c, sb, "user", target, body, fs_ok, (int)kind);
 	free(target);
 	json_decref(body);
 }

@@ -154,3 +154,58 @@ api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, jso
 	http_req_on_close(c->req, stream_client_gone, st);
 	return 0;
 }
+
+struct api_unary {
+	struct api_call	*call;
+	api_unary_fn	 ok;
+	int		 flag;
+};
+
+static void
+unary_done(int status, json_t *resp, const char *error, void *arg)
+{
+	struct api_unary *u = arg;
+	struct api_call *c = u->call;
+	const char *code, *msg;
+
+	if (error != NULL)
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
+	else if (status != 200) {
+		code = json_string_value(json_object_get(resp, "code"));
+		msg = json_string_value(json_object_get(resp, "message"));
+		if (msg == NULL)
+			msg = "guest agent error";
+		if (code != NULL && strcmp(code, "not_found") == 0)
+			api_error(c, 404, "not_found", "%s", msg);
+		else if (code != NULL && strcmp(code, "invalid_argument") == 0)
+			api_error(c, 400, "bad_request", "%s", msg);
+		else if (code != NULL && strcmp(code, "already_exists") == 0)
+			api_error(c, 409, "conflict", "%s", msg);
+		else
+			api_error(c, 502, "agent_error", "%s", msg);
+	} else
+		u->ok(c, resp, u->flag);
+	free(u);
+}
+
+void
+api_agent_unary(struct api_call *c, struct sandbox *sb, const char *user, const char *method,
+    json_t *body, api_unary_fn ok, int flag)
+{
+	struct api_unary *u = xcalloc(1, sizeof(*u));
+	struct api_agent_headers ah;
+	char *path, *cause = NULL;
+
+	u->call = c;
+	u->ok = ok;
+	u->flag = flag;
+	xasprintf(&path, "/%s", method);
+	api_agent_headers(&ah, sb, user, 1);
+	if (envd_call_json(sb_agent(sb), "POST", path, body, ah.h, unary_done, u, &cause) == NULL) {
+		api_error(c, 502, "agent_unavailable", "guest agent: %s", cause);
+		free(cause);
+		free(u);
+	}
+	api_agent_headers_free(&ah);
+	free(path);
+}

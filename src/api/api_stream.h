@@ -27,6 +27,16 @@ void api_agent_headers_add(struct api_agent_headers *ah, const char *fmt, ...)
 void api_agent_headers_free(struct api_agent_headers *ah);
 
 /*
+ * A Connect unary call to the agent for an API call. Transport failures
+ * answer 502; a Connect error answer is mapped (not_found 404,
+ * invalid_argument 400, already_exists 409, else 502) with the agent's
+ * message. Only a 200 reaches ok(c, resp, flag), which must reply.
+ */
+typedef void (*api_unary_fn)(struct api_call *c, json_t *resp, int flag);
+void api_agent_unary(struct api_call *c, struct sandbox *sb, const char *user,
+    const char *method, json_t *body, api_unary_fn ok, int flag);
+
+/*
  * An SSE response fed by a Connect server stream from the agent: on_msg
  * turns each agent message into SSE events; the stream's end closes the
  * response (with an "error" event first when it failed). A client that
