@@ -135,3 +135,46 @@ store_event_clear(struct store_event *ev)
 	json_decref(ev->data);
 	memset(ev, 0, sizeof(*ev));
 }
+
+int
+store_secret_put(struct store *st, const struct store_secret *sec, char **cause)
+{
+	return st->ops->secret_put(st, sec, cause);
+}
+
+int
+store_secret_get(struct store *st, const char *scope, const char *scope_id, const char *name,
+    struct store_secret *out, char **cause)
+{
+	return st->ops->secret_get(st, scope, scope_id, name, out, cause);
+}
+
+int
+store_secret_list(struct store *st, const char *scope, const char *scope_id,
+    struct store_secret **out, size_t *n, char **cause)
+{
+	return st->ops->secret_list(st, scope, scope_id, out, n, cause);
+}
+
+int
+store_secret_delete(struct store *st, const char *scope, const char *scope_id,
+    const char *name, char **cause)
+{
+	return st->ops->secret_delete(st, scope, scope_id, name, cause);
+}
+
+void
+store_secret_clear(struct store_secret *sec)
+{
+	free(sec->scope);
+	free(sec->scope_id);
+	free(sec->name);
+	/* Ciphertext only, but there is no reason to leave it in freed memory. */
+	if (sec->sealed != NULL)
+		explicit_bzero(sec->sealed, sec->sealedlen);
+	free(sec->sealed);
+	json_decref(sec->hosts);
+	free(sec->header);
+	free(sec->format);
+	memset(sec, 0, sizeof(*sec));
+}

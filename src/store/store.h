@@ -59,6 +59,24 @@ struct store_key {
 	int64_t		 last_used_at;
 };
 
+/*
+ * A credential the egress gateway injects into matching requests. The store
+ * never sees the plaintext: sealed is ciphertext (nonce+tag+data) made and
+ * opened by the secrets layer above. Keyed by (scope, scope_id, name).
+ */
+struct store_secret {
+	char		*scope;		/* "global" | "project" | "sandbox"; owned */
+	char		*scope_id;	/* "" for global, else the project or sandbox id; owned */
+	char		*name;		/* [A-Z_][A-Z0-9_]{0,63}, validated by the API; owned */
+	uint8_t		*sealed;	/* ciphertext, opaque here; owned */
+	size_t		 sealedlen;
+	json_t		*hosts;		/* array of host patterns, owned; NULL stores [] */
+	char		*header;	/* e.g. "Authorization"; NULL if none; owned */
+	char		*format;	/* e.g. "Bearer {value}"; NULL if none; owned */
+	int64_t		 created_at;	/* unix ms, set by the store */
+	int64_t		 updated_at;
+};
+
 struct store_event {
 	int64_t		 seq;
 	int64_t		 at;
@@ -103,6 +121,27 @@ int64_t store_event_append(struct store *st, const char *sandbox, const char *pr
 int store_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
     struct store_event **out, size_t *n, char **cause);
 void store_event_clear(struct store_event *ev);
+
+/*
+ * Insert or replace the secret at (scope, scope_id, name). The store stamps
+ * the times: created_at on first insert (kept by later puts), updated_at on
+ * every put; the ones in sec are ignored. 0 ok, -1 error.
+ */
+int store_secret_put(struct store *st, const struct store_secret *sec, char **cause);
+/* 1 found (caller clears *out), 0 not found, -1 error. */
+int store_secret_get(struct store *st, const char *scope, const char *scope_id,
+    const char *name, struct store_secret *out, char **cause);
+/*
+ * Secrets of a scope (NULL: any) and scope id (NULL: any), ordered by scope,
+ * scope_id, name. Caller clears each with store_secret_clear, then frees the array.
+ */
+int store_secret_list(struct store *st, const char *scope, const char *scope_id,
+    struct store_secret **out, size_t *n, char **cause);
+/* 1 deleted, 0 not found, -1 error. */
+int store_secret_delete(struct store *st, const char *scope, const char *scope_id,
+    const char *name, char **cause);
+/* Frees the members (the sealed bytes are wiped first) and zeroes *sec. */
+void store_secret_clear(struct store_secret *sec);
 
 int64_t store_now_ms(void);
 

@@ -23,6 +23,12 @@ struct store_ops {
 	    json_t *, char **);
 	int (*event_list)(struct store *, const char *, int64_t, int, struct store_event **,
 	    size_t *, char **);
+	int (*secret_put)(struct store *, const struct store_secret *, char **);
+	int (*secret_get)(struct store *, const char *, const char *, const char *,
+	    struct store_secret *, char **);
+	int (*secret_list)(struct store *, const char *, const char *, struct store_secret **,
+	    size_t *, char **);
+	int (*secret_delete)(struct store *, const char *, const char *, const char *, char **);
 };
 
 struct store {

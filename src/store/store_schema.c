@@ -49,5 +49,21 @@ const struct store_migration store_migrations[] = {
 	  " type TEXT NOT NULL,"
 	  " data TEXT NOT NULL);"
 	  "CREATE INDEX events_sandbox ON events (sandbox, seq);" },
+	/*
+	 * BYTEA: PostgreSQL's binary type. SQLite takes any type name; this one
+	 * gets NUMERIC affinity, which converts only text, so blobs stay as is.
+	 */
+	{ 2, "secrets",
+	  "CREATE TABLE secrets ("
+	  " scope TEXT NOT NULL CHECK (scope IN ('global', 'project', 'sandbox')),"
+	  " scope_id TEXT NOT NULL,"
+	  " name TEXT NOT NULL,"
+	  " sealed BYTEA NOT NULL,"
+	  " hosts TEXT NOT NULL,"
+	  " header TEXT,"
+	  " format TEXT,"
+	  " created_at BIGINT NOT NULL,"
+	  " updated_at BIGINT NOT NULL,"
+	  " PRIMARY KEY (scope, scope_id, name));" },
 };
 const size_t store_nmigrations = sizeof(store_migrations) / sizeof(store_migrations[0]);

@@ -557,11 +557,152 @@ sq_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
 	return 0;
 }
 
+#define SECRET_COLS "scope, scope_id, name, sealed, hosts, header, format, created_at," \
+	" updated_at"
+
+static void
+secret_read(sqlite3_stmt *s, struct store_secret *sec)
+{
+	const void *b = sqlite3_column_blob(s, 3);
+	const unsigned char *t;
+
+	memset(sec, 0, sizeof(*sec));
+	sec->scope = col_dup(s, 0);
+	sec->scope_id = col_dup(s, 1);
+	sec->name = col_dup(s, 2);
+	sec->sealedlen = (size_t)sqlite3_column_bytes(s, 3);
+	/* One byte more so that an empty secret still has a non-NULL buffer. */
+	sec->sealed = xmalloc(sec->sealedlen + 1);
+	if (sec->sealedlen > 0)
+		memcpy(sec->sealed, b, sec->sealedlen);
+	t = sqlite3_column_text(s, 4);
+	sec->hosts = t ? json_loads((const char *)t, 0, NULL) : NULL;
+	if (!json_is_array(sec->hosts)) {
+		json_decref(sec->hosts);
+		sec->hosts = json_array();
+	}
+	sec->header = col_dup(s, 5);
+	sec->format = col_dup(s, 6);
+	sec->created_at = sqlite3_column_int64(s, 7);
+	sec->updated_at = sqlite3_column_int64(s, 8);
+}
+
+static int
+sq_secret_put(struct store *st, const struct store_secret *sec, char **cause)
+{
+	/* ON CONFLICT leaves created_at alone: it is the first put's time. */
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO secrets (" SECRET_COLS ") VALUES"
+	    " (?1,?2,?3,?4,?5,?6,?7,?8,?8) ON CONFLICT (scope, scope_id, name) DO UPDATE SET"
+	    " sealed = excluded.sealed, hosts = excluded.hosts, header = excluded.header,"
+	    " format = excluded.format, updated_at = excluded.updated_at", cause);
+	char *hosts;
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	if (sec->hosts != NULL && !json_is_array(sec->hosts)) {
+		sqlite3_finalize(s);
+		cause_set(cause, "store: put secret: hosts is not a JSON array");
+		return -1;
+	}
+	hosts = sec->hosts != NULL ? json_dumps(sec->hosts, JSON_COMPACT) : NULL;
+	bind_text(s, 1, sec->scope);
+	bind_text(s, 2, sec->scope_id);
+	bind_text(s, 3, sec->name);
+	sqlite3_bind_blob(s, 4, sec->sealedlen > 0 ? (const void *)sec->sealed : "",
+	    (int)sec->sealedlen, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 5, hosts != NULL ? hosts : xstrdup("[]"), -1, free);
+	bind_text(s, 6, sec->header);
+	bind_text(s, 7, sec->format);
+	sqlite3_bind_int64(s, 8, store_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return sq_fail(DB(st), cause, "put secret");
+	return 0;
+}
+
+static int
+sq_secret_get(struct store *st, const char *scope, const char *scope_id, const char *name,
+    struct store_secret *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SECRET_COLS " FROM secrets"
+	    " WHERE scope = ? AND scope_id = ? AND name = ?", cause);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, scope);
+	bind_text(s, 2, scope_id);
+	bind_text(s, 3, name);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		secret_read(s, out);
+	sqlite3_finalize(s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return sq_fail(DB(st), cause, "get secret");
+}
+
+static int
+sq_secret_list(struct store *st, const char *scope, const char *scope_id,
+    struct store_secret **out, size_t *n, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SECRET_COLS " FROM secrets"
+	    " WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR scope_id = ?2)"
+	    " ORDER BY scope, scope_id, name", cause);
+	struct store_secret *arr = NULL;
+	size_t cnt = 0;
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, scope);
+	bind_text(s, 2, scope_id);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		arr = xreallocarray(arr, cnt + 1, sizeof(*arr));
+		secret_read(s, &arr[cnt++]);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		while (cnt > 0)
+			store_secret_clear(&arr[--cnt]);
+		free(arr);
+		return sq_fail(DB(st), cause, "list secrets");
+	}
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+static int
+sq_secret_delete(struct store *st, const char *scope, const char *scope_id, const char *name,
+    char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM secrets"
+	    " WHERE scope = ? AND scope_id = ? AND name = ?", cause);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, scope);
+	bind_text(s, 2, scope_id);
+	bind_text(s, 3, name);
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return sq_fail(DB(st), cause, "delete secret");
+	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+}
+
 static const struct store_ops sq_ops = {
 	"sqlite", sq_close, sq_schema_version,
 	sq_sandbox_insert, sq_sandbox_get, sq_sandbox_update, sq_sandbox_delete, sq_sandbox_list,
 	sq_key_insert, sq_key_find, sq_key_list, sq_key_delete, sq_key_count,
 	sq_event_append, sq_event_list,
+	sq_secret_put, sq_secret_get, sq_secret_list, sq_secret_delete,
 };
 
 struct store *

@@ -1,4 +1,4 @@
-/* The SQLite store: migrations, sandboxes with compare-and-set, keys, events. */
+/* The SQLite store: migrations, sandboxes with compare-and-set, keys, events, secrets. */
 #include <unistd.h>
 
 #include "common/util.h"
@@ -131,6 +131,127 @@ test_keys_events(struct store *st)
 	free(cause);
 }
 
+static void
+mksecret(struct store_secret *sec, const char *scope, const char *scope_id, const char *name,
+    const char *value)
+{
+	memset(sec, 0, sizeof(*sec));
+	sec->scope = xstrdup(scope);
+	sec->scope_id = xstrdup(scope_id);
+	sec->name = xstrdup(name);
+	sec->sealedlen = strlen(value);
+	sec->sealed = xmalloc(sec->sealedlen + 1);
+	memcpy(sec->sealed, value, sec->sealedlen);
+	sec->hosts = json_pack("[s,s]", "api.example.com", "*.example.org");
+	sec->header = xstrdup("Authorization");
+	sec->format = xstrdup("Bearer {value}");
+}
+
+static void
+test_secrets(struct store *st)
+{
+	/* Bytes a text column would mangle: NUL, high bit, a quote. */
+	static const uint8_t bin[] = { 0x00, 0xff, 0x27, 0x80, 0x00, 0x5c, 0x01 };
+	struct store_secret a, got, *list;
+	char *cause = NULL;
+	int64_t created;
+	size_t n, i;
+
+	mksecret(&a, "global", "", "OPENAI_KEY", "sealed-1");
+	CHECK(store_secret_put(st, &a, &cause) == 0);
+	CHECK(store_secret_get(st, "global", "", "OPENAI_KEY", &got, &cause) == 1);
+	CHECK_STR(got.scope, "global");
+	CHECK_STR(got.scope_id, "");
+	CHECK_STR(got.name, "OPENAI_KEY");
+	CHECK(got.sealedlen == 8 && memcmp(got.sealed, "sealed-1", 8) == 0);
+	CHECK(json_array_size(got.hosts) == 2);
+	CHECK_STR(json_string_value(json_array_get(got.hosts, 1)), "*.example.org");
+	CHECK_STR(got.header, "Authorization");
+	CHECK_STR(got.format, "Bearer {value}");
+	CHECK(got.created_at > 0 && got.updated_at == got.created_at);
+	created = got.created_at;
+	store_secret_clear(&got);
+	CHECK(got.sealed == NULL && got.hosts == NULL);
+
+	/* Same key again: replaced in place, created_at kept. */
+	usleep(5000);
+	free(a.sealed);
+	a.sealed = xmalloc(sizeof(bin));
+	memcpy(a.sealed, bin, sizeof(bin));
+	a.sealedlen = sizeof(bin);
+	json_decref(a.hosts);
+	a.hosts = NULL;				/* stored as [] */
+	free(a.format);
+	a.format = NULL;
+	CHECK(store_secret_put(st, &a, &cause) == 0);
+	CHECK(store_secret_get(st, "global", "", "OPENAI_KEY", &got, &cause) == 1);
+	CHECK(got.sealedlen == sizeof(bin) && memcmp(got.sealed, bin, sizeof(bin)) == 0);
+	CHECK(json_is_array(got.hosts) && json_array_size(got.hosts) == 0);
+	CHECK(got.format == NULL);
+	CHECK(got.created_at == created && got.updated_at > created);
+	store_secret_clear(&got);
+	store_secret_clear(&a);
+
+	/* Keyed by all three: the same name in other scopes is another secret. */
+	mksecret(&a, "project", "p1", "OPENAI_KEY", "sealed-p1");
+	CHECK(store_secret_put(st, &a, &cause) == 0);
+	store_secret_clear(&a);
+	mksecret(&a, "project", "p2", "OPENAI_KEY", "sealed-p2");
+	CHECK(store_secret_put(st, &a, &cause) == 0);
+	store_secret_clear(&a);
+	mksecret(&a, "sandbox", "sb1", "GITHUB_TOKEN", "");	/* empty is allowed */
+	CHECK(store_secret_put(st, &a, &cause) == 0);
+	store_secret_clear(&a);
+	CHECK(store_secret_get(st, "sandbox", "sb1", "GITHUB_TOKEN", &got, &cause) == 1);
+	CHECK(got.sealedlen == 0 && got.sealed != NULL);
+	store_secret_clear(&got);
+	CHECK(store_secret_get(st, "project", "p3", "OPENAI_KEY", &got, &cause) == 0);
+	CHECK(store_secret_get(st, "global", "", "openai_key", &got, &cause) == 0);
+
+	CHECK(store_secret_list(st, NULL, NULL, &list, &n, &cause) == 0 && n == 4);
+	if (n == 4) {
+		/* Ordered by scope, scope_id, name. */
+		CHECK_STR(list[0].scope, "global");
+		CHECK_STR(list[1].scope_id, "p1");
+		CHECK_STR(list[2].scope_id, "p2");
+		CHECK_STR(list[3].name, "GITHUB_TOKEN");
+		CHECK(memcmp(list[1].sealed, "sealed-p1", 9) == 0);
+	}
+	for (i = 0; i < n; i++)
+		store_secret_clear(&list[i]);
+	free(list);
+	CHECK(store_secret_list(st, "project", NULL, &list, &n, &cause) == 0 && n == 2);
+	for (i = 0; i < n; i++)
+		store_secret_clear(&list[i]);
+	free(list);
+	CHECK(store_secret_list(st, "project", "p2", &list, &n, &cause) == 0 && n == 1);
+	if (n == 1)
+		CHECK(memcmp(list[0].sealed, "sealed-p2", 9) == 0);
+	for (i = 0; i < n; i++)
+		store_secret_clear(&list[i]);
+	free(list);
+	CHECK(store_secret_list(st, "sandbox", "nope", &list, &n, &cause) == 0 && n == 0);
+	free(list);
+
+	/* The schema refuses what the API should never send. */
+	mksecret(&a, "galaxy", "", "X", "v");
+	CHECK(store_secret_put(st, &a, &cause) == -1);
+	CHECK_CAUSE(cause, "put secret");
+	json_decref(a.hosts);
+	a.hosts = json_pack("{s:s}", "not", "an array");
+	free(a.scope);
+	a.scope = xstrdup("global");
+	CHECK(store_secret_put(st, &a, &cause) == -1);
+	CHECK_CAUSE(cause, "array");
+	store_secret_clear(&a);
+
+	CHECK(store_secret_delete(st, "project", "p1", "OPENAI_KEY", &cause) == 1);
+	CHECK(store_secret_delete(st, "project", "p1", "OPENAI_KEY", &cause) == 0);
+	CHECK(store_secret_get(st, "project", "p2", "OPENAI_KEY", &got, &cause) == 1);
+	store_secret_clear(&got);
+	free(cause);
+}
+
 int
 main(void)
 {
@@ -148,6 +269,7 @@ main(void)
 	CHECK(store_schema_version(st) >= 1);
 	test_sandboxes(st);
 	test_keys_events(st);
+	test_secrets(st);
 	store_close(st);
 	/* Reopening applies nothing twice and keeps the data. */
 	st = store_open(url, &cause);
@@ -155,6 +277,10 @@ main(void)
 	struct store_sandbox got;
 	CHECK(store_sandbox_get(st, "ccc", &got, &cause) == 1);
 	store_sandbox_clear(&got);
+	CHECK(store_schema_version(st) >= 2);
+	struct store_secret sec;
+	CHECK(store_secret_get(st, "global", "", "OPENAI_KEY", &sec, &cause) == 1);
+	store_secret_clear(&sec);
 	store_close(st);
 	CHECK(store_open("mysql://x", &cause) == NULL);
 	CHECK_CAUSE(cause, "unknown URL");
