@@ -15,12 +15,13 @@
  *   stats   {sandbox?}             → {sandboxes:{id:{counters...}}, rss_kb}
  *   shutdown                       → {}   then the gateway exits
  *
+ * (PREFIX: a path pattern, "/v1/" followed by a star.)
  * policy (see gw_policy.h; built by airlockd from the sandbox's network
  * spec and the secrets in scope):
  *   {"mode":"none"|"allowlist"|"full",
  *    "allow":["api.example.com", "*.example.org", "db.example.com:5432",
  *             "203.0.113.0/24:22",
- *             {"host":"api.x.com","port":443,"methods":["GET"],"paths":["/v1/*"],
+ *             {"host":"api.x.com","port":443,"methods":["GET"],"paths":[PREFIX],
  *              "rate":{"rps":5,"bps":100000}}],
  *    "internal":["10.1.2.0/24:5432"],
  *    "credentials":[{"name":"GITHUB_TOKEN","value":"...","hosts":["api.github.com"],

@@ -47,7 +47,7 @@ struct gw_rule {
 	int		 port;		/* 0 = HTTP/HTTPS (80 and 443) */
 	char		**methods;	/* upper case; NULL = any */
 	size_t		 nmethods;
-	char		**paths;	/* "/prefix/*" or exact "/path"; NULL = any */
+	char		**paths;	/* exact "/path", or a prefix ending in "/" + star; NULL = any */
 	size_t		 npaths;
 	struct gw_rate	 rate;		/* per rule, 0 = none */
 };

@@ -1,0 +1,256 @@
+/*
+ * airlock-gateway: setup (upstream netns, resolver, TLS contexts, control
+ * socket), privilege drop and seccomp, then the event loop. Started and
+ * supervised by airlockd; outlives it (airlockd reconnects on restart).
+ */
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <seccomp.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/gw.h"
+#include "gateway/gw_addr.h"
+#include "gateway/gw_audit.h"
+#include "gateway/gw_ctl.h"
+#include "gateway/gw_sandbox.h"
+#include "gateway/gw_server.h"
+#include "gateway/gw_tls.h"
+#include "gateway/gw_resolve.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: airlock-gateway --ctl PATH --audit-dir DIR --ca-cert PEM --ca-key PEM\n"
+	    "           [--upstream-ca PEM] [--resolver IP[:PORT]] [--netns PATH]\n"
+	    "           [--uid UID --gid GID] [--audit-max-bytes N] [--audit-keep N]\n"
+	    "           [--log-json] [--debug]\n");
+	exit(2);
+}
+
+/* Enter the upstream netns before anything opens a socket: every dial leaves from there. */
+static void
+gw_enter_netns(const char *path)
+{
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		fatal("open netns %s", path);
+	if (setns(fd, CLONE_NEWNET) == -1)
+		fatal("setns %s", path);
+	close(fd);
+}
+
+static SSL_CTX *
+gw_upstream_ctx(const char *extra_ca)
+{
+	SSL_CTX *ctx;
+
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL)
+		fatalx("SSL_CTX_new failed");
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_set_default_verify_paths(ctx) != 1)
+		fatalx("cannot load the system trust store");
+	if (extra_ca != NULL && SSL_CTX_load_verify_locations(ctx, extra_ca, NULL) != 1)
+		fatalx("cannot load the upstream CA bundle %s", extra_ca);
+	return ctx;
+}
+
+static void
+gw_drop_privileges(uid_t uid, gid_t gid)
+{
+	if (uid == 0)
+		return;
+	if (setgroups(1, &gid) == -1 || setresgid(gid, gid, gid) == -1 ||
+	    setresuid(uid, uid, uid) == -1)
+		fatal("drop privileges to %u:%u", (unsigned)uid, (unsigned)gid);
+	if (setresuid(-1, 0, -1) != -1)
+		fatalx("privileges could be regained");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		fatal("PR_SET_NO_NEW_PRIVS");
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);	/* no core dumps with secrets, no ptrace */
+}
+
+/*
+ * A deny list: the gateway parses untrusted bytes, so the syscalls an
+ * attacker would need after a memory bug to leave the process (spawn,
+ * debug, change namespaces or mounts, load kernel code) fail. An allow list
+ * would be tighter but must track what OpenSSL and libevent call on every
+ * upgrade; see docs/security.md.
+ */
+static void
+gw_seccomp(void)
+{
+	static const int denied[] = {
+		SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork),
+		SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
+		SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
+		SCMP_SYS(setns), SCMP_SYS(unshare), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
+		SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
+		SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
+		SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
+		SCMP_SYS(userfaultfd), SCMP_SYS(personality), SCMP_SYS(acct),
+		SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(syslog), SCMP_SYS(open_by_handle_at),
+		SCMP_SYS(name_to_handle_at), SCMP_SYS(iopl), SCMP_SYS(ioperm),
+		SCMP_SYS(setuid), SCMP_SYS(setgid), SCMP_SYS(setreuid), SCMP_SYS(setregid),
+		SCMP_SYS(setresuid), SCMP_SYS(setresgid), SCMP_SYS(setgroups),
+		SCMP_SYS(fsopen), SCMP_SYS(fsmount), SCMP_SYS(move_mount), SCMP_SYS(open_tree),
+	};
+	scmp_filter_ctx ctx;
+
+	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL)
+		fatalx("seccomp_init failed");
+	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0) != 0)
+			fatalx("seccomp_rule_add %d failed", denied[i]);
+	/* clone only for threads (OpenSSL/libevent never fork here). */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0)
+		fatalx("seccomp clone rule failed");
+	if (seccomp_load(ctx) != 0)
+		fatalx("seccomp_load failed");
+	seccomp_release(ctx);
+}
+
+/* Rotation renames inside the audit dir after the privilege drop: hand it over. */
+static void
+gw_audit_chown(const char *dir, int keep, uid_t uid, gid_t gid)
+{
+	char *p;
+
+	if (chown(dir, uid, gid) == -1)
+		fatal("chown %s", dir);
+	for (int i = 0; i <= keep; i++) {
+		if (i == 0)
+			xasprintf(&p, "%s/audit.log", dir);
+		else
+			xasprintf(&p, "%s/audit.log.%d", dir, i);
+		if (chown(p, uid, gid) == -1 && errno != ENOENT)
+			fatal("chown %s", p);
+		free(p);
+	}
+}
+
+static void
+gw_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct gw *gw = arg;
+
+	log_info("gateway: signal %d, exiting", (int)sig);
+	event_base_loopexit(gw->base, NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "ctl", required_argument, NULL, 'c' },
+		{ "audit-dir", required_argument, NULL, 'a' },
+		{ "ca-cert", required_argument, NULL, 'C' },
+		{ "ca-key", required_argument, NULL, 'K' },
+		{ "upstream-ca", required_argument, NULL, 'U' },
+		{ "resolver", required_argument, NULL, 'r' },
+		{ "netns", required_argument, NULL, 'n' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "audit-max-bytes", required_argument, NULL, 'm' },
+		{ "audit-keep", required_argument, NULL, 'k' },
+		{ "log-json", no_argument, NULL, 'j' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gw gw = { 0 };
+	struct event *sigterm, *sigint;
+	long uid = 0, gid = 0;
+	char *cause = NULL;
+	int ch, debug = 0;
+
+	log_init("airlock-gateway", LOG_LVL_INFO);
+	gw.cfg.audit_max_bytes = 64 * 1024 * 1024;
+	gw.cfg.audit_keep = 5;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': gw.cfg.ctl_path = optarg; break;
+		case 'a': gw.cfg.audit_dir = optarg; break;
+		case 'C': gw.cfg.ca_cert = optarg; break;
+		case 'K': gw.cfg.ca_key = optarg; break;
+		case 'U': gw.cfg.upstream_ca = optarg; break;
+		case 'r': gw.cfg.resolver = optarg; break;
+		case 'n': gw.cfg.netns = optarg; break;
+		case 'u': uid = strtol(optarg, NULL, 10); break;
+		case 'g': gid = strtol(optarg, NULL, 10); break;
+		case 'm': gw.cfg.audit_max_bytes = strtoull(optarg, NULL, 10); break;
+		case 'k': gw.cfg.audit_keep = atoi(optarg); break;
+		case 'j': log_set_json(1); break;
+		case 'd': debug = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || gw.cfg.ctl_path == NULL || gw.cfg.audit_dir == NULL ||
+	    gw.cfg.ca_cert == NULL || gw.cfg.ca_key == NULL || uid < 0 || gid < 0)
+		usage();
+	if (debug)
+		log_setlevel(LOG_LVL_DEBUG);
+	signal(SIGPIPE, SIG_IGN);
+	TAILQ_INIT(&gw.sandboxes);
+
+	if (gw.cfg.netns != NULL)
+		gw_enter_netns(gw.cfg.netns);
+	if ((gw.base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	if ((gw.host_addrs = gw_addrset_local(&cause)) == NULL)
+		fatalx("%s", cause);
+	if ((gw.dns = gw_resolver_new(gw.base, gw.cfg.resolver, &cause)) == NULL)
+		fatalx("resolver: %s", cause);
+	gw.upstream_ctx = gw_upstream_ctx(gw.cfg.upstream_ca);
+	if ((gw.certs = gw_certs_new(gw.cfg.ca_cert, gw.cfg.ca_key, &cause)) == NULL)
+		fatalx("leaf issuer: %s", cause);
+	if ((gw.audit = gw_audit_open(gw.cfg.audit_dir, gw.cfg.audit_max_bytes,
+	    gw.cfg.audit_keep, &cause)) == NULL)
+		fatalx("audit: %s", cause);
+	if (uid != 0)
+		gw_audit_chown(gw.cfg.audit_dir, gw.cfg.audit_keep, (uid_t)uid, (gid_t)gid);
+	if (gw_server_listen(&gw, gw.cfg.ctl_path, &cause) == -1)
+		fatalx("control socket: %s", cause);
+
+	gw_drop_privileges((uid_t)uid, (gid_t)gid);
+	gw_seccomp();
+
+	sigterm = evsignal_new(gw.base, SIGTERM, gw_signal, &gw);
+	sigint = evsignal_new(gw.base, SIGINT, gw_signal, &gw);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	log_info("gateway: ready (pid %ld, control %s)", (long)getpid(), gw.cfg.ctl_path);
+	event_base_dispatch(gw.base);
+
+	while (!TAILQ_EMPTY(&gw.sandboxes))
+		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
+	gw_server_close(&gw);
+	event_free(sigterm);
+	event_free(sigint);
+	gw_certs_free(gw.certs);
+	SSL_CTX_free(gw.upstream_ctx);
+	gw_audit_close(gw.audit);
+	evdns_base_free(gw.dns, 1);
+	gw_addrset_free(gw.host_addrs);
+	event_base_free(gw.base);
+	return 0;
+}

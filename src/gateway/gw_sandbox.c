@@ -1,0 +1,209 @@
+/* Sandboxes attached to the gateway: the island sockets, policy swaps, detach. */
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/gw.h"
+#include "gateway/gw_resolve.h"
+#include "gateway/gw_sandbox.h"
+
+uint64_t
+gw_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+gw_bucket_init(struct gw_bucket *b, double rate, double burst)
+{
+	b->rate = rate;
+	b->burst = burst > 0 ? burst : (rate > 1 ? rate : 1);
+	b->tokens = b->burst;
+	b->last_ms = gw_now_ms();
+}
+
+int
+gw_bucket_take(struct gw_bucket *b, double n)
+{
+	uint64_t now;
+
+	if (b->rate <= 0)
+		return 1;
+	now = gw_now_ms();
+	b->tokens += (double)(now - b->last_ms) * b->rate / 1000.0;
+	if (b->tokens > b->burst)
+		b->tokens = b->burst;
+	b->last_ms = now;
+	if (b->tokens < n)
+		return 0;
+	b->tokens -= n;
+	return 1;
+}
+
+struct gw_sandbox *
+gw_sandbox_find(struct gw *gw, const char *id)
+{
+	struct gw_sandbox *sb;
+
+	TAILQ_FOREACH(sb, &gw->sandboxes, entry)
+		if (strcmp(sb->id, id) == 0)
+			return sb;
+	return NULL;
+}
+
+static void
+gw_sandbox_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	gw_proxy_accept(arg, fd);
+}
+
+static void
+gw_sandbox_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct gw_sandbox *sb = arg;
+
+	/* EMFILE and friends: back off instead of spinning on a ready listener. */
+	log_warn("gateway: accept on sandbox %s", sb->id);
+}
+
+static void
+gw_sandbox_dns_cb(evutil_socket_t fd, short what, void *arg)
+{
+	gw_dns_readable(arg);
+}
+
+/* The island sockets must be what airlockd promised: a listening TCP and a UDP socket. */
+static int
+gw_check_socket(int fd, int type, int listening, char **cause)
+{
+	int v;
+	socklen_t len = sizeof v;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == -1 || v != type) {
+		cause_set(cause, "fd %d is not a %s socket", fd, type == SOCK_STREAM ? "TCP" : "UDP");
+		return -1;
+	}
+	len = sizeof v;
+	if (listening && (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == -1 || !v)) {
+		cause_set(cause, "fd %d is not listening", fd);
+		return -1;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == -1) {
+		cause_set(cause, "fcntl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+gw_sandbox_apply_policy(struct gw_sandbox *sb)
+{
+	const struct gw_policy *p = sb->policy;
+
+	gw_bucket_init(&sb->req_bucket, p->rate.rps, p->rate.rps);
+	gw_proxy_policy_changed(sb);
+}
+
+int
+gw_sandbox_attach(struct gw *gw, const char *id, const char *project, struct gw_policy *policy,
+    int tcp_fd, int dns_fd, char **cause)
+{
+	struct gw_sandbox *sb;
+
+	if (gw_check_socket(tcp_fd, SOCK_STREAM, 1, cause) == -1 ||
+	    gw_check_socket(dns_fd, SOCK_DGRAM, 0, cause) == -1)
+		return -1;
+	if ((sb = gw_sandbox_find(gw, id)) != NULL)
+		gw_sandbox_detach(sb);
+
+	sb = xcalloc(1, sizeof *sb);
+	sb->gw = gw;
+	sb->id = xstrdup(id);
+	sb->project = xstrdup(project != NULL ? project : "");
+	sb->policy = policy;
+	sb->tcp_fd = tcp_fd;
+	sb->dns_fd = dns_fd;
+	sb->pins = gw_pins_new();
+	TAILQ_INIT(&sb->conns);
+	/* LEV_OPT_CLOSE_ON_FREE: the listener owns tcp_fd from here. */
+	sb->listener = evconnlistener_new(gw->base, gw_sandbox_accept_cb, sb,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, tcp_fd);
+	if (sb->listener == NULL) {
+		cause_set(cause, "evconnlistener_new failed");
+		sb->policy = NULL;
+		sb->tcp_fd = -1;
+		sb->dns_fd = -1;
+		gw_pins_free(sb->pins);
+		free(sb->project);
+		free(sb->id);
+		free(sb);
+		return -1;
+	}
+	evconnlistener_set_error_cb(sb->listener, gw_sandbox_accept_error);
+	sb->dns_ev = event_new(gw->base, dns_fd, EV_READ | EV_PERSIST, gw_sandbox_dns_cb, sb);
+	event_add(sb->dns_ev, NULL);
+	TAILQ_INSERT_TAIL(&gw->sandboxes, sb, entry);
+	gw_sandbox_apply_policy(sb);
+	log_info("gateway: attached sandbox %s (%s, %zu rules, %zu credentials)", id,
+	    policy->mode == GW_MODE_FULL ? "full" :
+	    policy->mode == GW_MODE_ALLOWLIST ? "allowlist" : "none",
+	    policy->nrules, policy->ncreds);
+	return 0;
+}
+
+void
+gw_sandbox_update(struct gw_sandbox *sb, struct gw_policy *policy)
+{
+	gw_policy_unref(sb->policy);
+	sb->policy = policy;
+	gw_sandbox_apply_policy(sb);
+	log_info("gateway: policy of sandbox %s updated", sb->id);
+}
+
+void
+gw_sandbox_detach(struct gw_sandbox *sb)
+{
+	struct gw *gw = sb->gw;
+
+	gw_proxy_close_all(sb);
+	gw_dns_detach(sb);
+	TAILQ_REMOVE(&gw->sandboxes, sb, entry);
+	if (sb->listener != NULL)
+		evconnlistener_free(sb->listener);
+	if (sb->dns_ev != NULL)
+		event_free(sb->dns_ev);
+	if (sb->dns_fd != -1)
+		close(sb->dns_fd);
+	gw_proxy_sandbox_free(sb);
+	gw_pins_free(sb->pins);
+	gw_policy_unref(sb->policy);
+	log_info("gateway: detached sandbox %s", sb->id);
+	free(sb->project);
+	free(sb->id);
+	free(sb);
+}
+
+json_t *
+gw_sandbox_stats(const struct gw_sandbox *sb)
+{
+	const struct gw_counters *c = &sb->counters;
+
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "dns_queries", (json_int_t)c->dns_queries, "dns_denied", (json_int_t)c->dns_denied,
+	    "conns", (json_int_t)c->conns, "conns_denied", (json_int_t)c->conns_denied,
+	    "requests", (json_int_t)c->requests, "requests_denied", (json_int_t)c->requests_denied,
+	    "bytes_up", (json_int_t)c->bytes_up, "bytes_down", (json_int_t)c->bytes_down);
+}
