@@ -1,7 +1,11 @@
 /* Island netns per sandbox: create, configure (libnl, libnftables), open tap, delete. */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,22 +28,44 @@
 #include "net/net_island.h"
 
 /*
- * The base ruleset. Everything is dropped except ARP between the two island
- * addresses (so the gateway's rules can work once added) and loopback
- * inside the island. The gateway adds its chains to these tables.
+ * The island ruleset, the same in every island (each is alone in its
+ * namespace). guard: only the guest's MAC and IP on the tap get in at all
+ * (source-address validation; IPv6 and everything else dropped before
+ * conntrack). nat: every guest TCP connection, whatever its destination,
+ * is redirected to the gateway's listener on 10.0.0.1 (it reads the
+ * original destination with SO_ORIGINAL_DST), and every UDP 53 query to the
+ * gateway's DNS socket, so a custom resolver in the guest is answered by
+ * the gateway too. input: only those two sockets and small, rate-limited
+ * pings of 10.0.0.1. Nothing is forwarded: there is no route out; the only
+ * way out is a gateway socket. In mode none the guest has no NIC at all.
  */
 static const char net_base_ruleset[] =
 	"table inet " NET_NFT_TABLE " {\n"
+	"  chain guard { type filter hook prerouting priority -300; policy drop;\n"
+	"    iif lo accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" ether saddr " NET_GUEST_MAC
+	" ip saddr " NET_GUEST_ADDR " accept; }\n"
+	"  chain nat { type nat hook prerouting priority dstnat; policy accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" meta l4proto tcp redirect to :" NET_GW_TCP_PORT ";\n"
+	"    iifname \"" NET_TAP_NAME "\" udp dport 53 redirect to :" NET_GW_DNS_PORT "; }\n"
 	"  chain input { type filter hook input priority 0; policy drop;\n"
-	"    iif lo accept; }\n"
+	"    iif lo accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" ip daddr " NET_HOST_ADDR " tcp dport "
+	NET_GW_TCP_PORT " accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" ip daddr " NET_HOST_ADDR " udp dport "
+	NET_GW_DNS_PORT " accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" ip daddr " NET_HOST_ADDR " icmp type echo-request"
+	" ip length <= 128 limit rate 10/second burst 20 packets accept; }\n"
 	"  chain forward { type filter hook forward priority 0; policy drop; }\n"
 	"  chain output { type filter hook output priority 0; policy drop;\n"
-	"    oif lo accept; }\n"
+	"    oif lo accept;\n"
+	"    oifname \"" NET_TAP_NAME "\" ip saddr " NET_HOST_ADDR " ip daddr " NET_GUEST_ADDR
+	" ct state established,related accept; }\n"
 	"}\n"
 	"table arp " NET_NFT_TABLE " {\n"
 	"  chain input { type filter hook input priority 0; policy drop;\n"
-	"    iifname \"" NET_TAP_NAME "\" arp saddr ip " NET_GUEST_ADDR
-	" arp daddr ip " NET_HOST_ADDR " accept; }\n"
+	"    iifname \"" NET_TAP_NAME "\" arp saddr ether " NET_GUEST_MAC
+	" arp saddr ip " NET_GUEST_ADDR " arp daddr ip " NET_HOST_ADDR " accept; }\n"
 	"  chain output { type filter hook output priority 0; policy drop;\n"
 	"    oifname \"" NET_TAP_NAME "\" arp saddr ip " NET_HOST_ADDR
 	" arp daddr ip " NET_GUEST_ADDR " accept; }\n"
@@ -343,4 +369,53 @@ net_island_free(struct net_island *ni)
 	free(ni->ni_name);
 	free(ni->ni_path);
 	ni->ni_name = ni->ni_path = NULL;
+}
+
+static int
+net_bind_host(int type, const char *port, char **cause)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int fd, one = 1;
+
+	sin.sin_port = htons((uint16_t)atoi(port));
+	inet_pton(AF_INET, NET_HOST_ADDR, &sin.sin_addr);
+	if ((fd = socket(AF_INET, type | SOCK_CLOEXEC, 0)) == -1) {
+		cause_set(cause, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == -1 ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof sin) == -1 ||
+	    (type == SOCK_STREAM && listen(fd, 128) == -1)) {
+		cause_set(cause, "%s %s:%s: %s", type == SOCK_STREAM ? "listen" : "bind",
+		    NET_HOST_ADDR, port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+net_island_gateway_sockets(const struct net_island *ni, int *tcp_fd, int *dns_fd,
+    char **cause)
+{
+	int nsfd, self;
+
+	*tcp_fd = *dns_fd = -1;
+	if ((nsfd = net_island_open_ns(ni, cause)) == -1)
+		return -1;
+	self = net_enter(nsfd, cause);
+	close(nsfd);
+	if (self == -1)
+		return -1;
+	if ((*tcp_fd = net_bind_host(SOCK_STREAM, NET_GW_TCP_PORT, cause)) != -1 &&
+	    (*dns_fd = net_bind_host(SOCK_DGRAM, NET_GW_DNS_PORT, cause)) == -1) {
+		close(*tcp_fd);
+		*tcp_fd = -1;
+	}
+	net_leave(self);
+	if (*tcp_fd == -1) {
+		cause_wrap(cause, "island %s", ni->ni_name);
+		return -1;
+	}
+	return 0;
 }

@@ -2,8 +2,8 @@
  * Island network namespaces: one per sandbox, holding only lo and a tap.
  * The guest is 10.0.0.2/30 and the host side 10.0.0.1 in every island (each
  * is alone in its namespace). Forwarding is off, IPv6 is disabled, and a
- * base nftables ruleset drops everything except ARP between the two island
- * addresses; the gateway adds its rules on top.
+ * nftables ruleset validates the guest's source MAC/IP, redirects its TCP
+ * and DNS to the gateway's sockets on 10.0.0.1 and drops everything else.
  *
  * Runs in the privileged parent. Every operation that enters the namespace
  * (setns) returns to the caller's namespace before it returns, so the
@@ -23,6 +23,8 @@
 #define NET_PREFIXLEN		30
 #define NET_GUEST_MAC		"52:54:00:0a:00:02"
 #define NET_NFT_TABLE		"airlock"
+#define NET_GW_TCP_PORT		"15001"	/* gateway listener (gateway/gw.h GW_LISTEN_PORT) */
+#define NET_GW_DNS_PORT		"53"
 
 struct net_island {
 	char	*ni_name;	/* sandbox name */
@@ -41,6 +43,16 @@ int net_island_open_ns(const struct net_island *ni, char **cause);
  * again after the previous holder closed it (QEMU restart, restore).
  */
 int net_island_open_tap(const struct net_island *ni, char **cause);
+
+/*
+ * Open the gateway's sockets inside the island: a listening TCP socket on
+ * 10.0.0.1:15001 and a UDP socket on 10.0.0.1:53 (CLOEXEC, blocking mode is
+ * the gateway's business). Sent to airlock-gateway with the attach; they
+ * keep the island's namespace whatever process holds them. Call again to
+ * replace them (a gateway restart): SO_REUSEADDR.
+ */
+int net_island_gateway_sockets(const struct net_island *ni, int *tcp_fd, int *dns_fd,
+    char **cause);
 
 /* Unpin the namespace: the tap and rules go with it. Missing = done. */
 int net_island_delete(struct net_island *ni, char **cause);

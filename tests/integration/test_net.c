@@ -91,7 +91,26 @@ test_island(void)
 	CHECK(strstr(out, "policy drop") != NULL);
 	CHECK(strstr(out, "table inet " NET_NFT_TABLE) != NULL);
 	CHECK(strstr(out, "table arp " NET_NFT_TABLE) != NULL);
+	CHECK(strstr(out, "redirect to :" NET_GW_TCP_PORT) != NULL);
+	CHECK(strstr(out, "ether saddr " NET_GUEST_MAC) != NULL);
 	free(out);
+
+	{
+		static const char *const ss[] = { "ss", "-Hltun", NULL };
+		int tfd, dfd;
+
+		CHECK(net_island_gateway_sockets(&ni, &tfd, &dfd, &cause) == 0);
+		out = in_ns(name, ss);
+		CHECK(strstr(out, NET_HOST_ADDR ":" NET_GW_TCP_PORT) != NULL);
+		CHECK(strstr(out, NET_HOST_ADDR ":" NET_GW_DNS_PORT) != NULL);
+		free(out);
+		/* Not in our own namespace: the sockets live in the island. */
+		if (subproc_capture((const char **)ss, 1 << 20, &out, &cause) == 0)
+			CHECK(strstr(out, NET_HOST_ADDR ":" NET_GW_TCP_PORT) == NULL);
+		free(out);
+		close(tfd);
+		close(dfd);
+	}
 
 	tapfd = net_island_open_tap(&ni, &cause);
 	CHECK(tapfd >= 0);
