@@ -15,17 +15,82 @@ store_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Does the comma-separated list contain state? */
+static int
+state_in(const char *list, const char *state)
+{
+	size_t n = strlen(state);
+	const char *p = list;
+
+	while (*p != '\0') {
+		size_t m = strcspn(p, ",");
+		if (m == n && strncmp(p, state, n) == 0)
+			return 1;
+		p += m;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static int
+metadata_match(json_t *want, json_t *have)
+{
+	const char *k;
+	json_t *v;
+
+	if (want == NULL)
+		return 1;
+	json_object_foreach(want, k, v) {
+		json_t *h = json_object_get(have, k);
+		if (h == NULL || !json_equal(h, v))
+			return 0;
+	}
+	return 1;
+}
+
+int
+store_filter_match(const struct store_filter *f, const struct store_sandbox *sb)
+{
+	if (f->states != NULL && !state_in(f->states, sb->state))
+		return 0;
+	return metadata_match(f->metadata, sb->metadata);
+}
+
+int
+store_limit(int limit)
+{
+	return limit > 0 && limit <= STORE_LIST_LIMIT_MAX ? limit : STORE_LIST_LIMIT_DEFAULT;
+}
+
+/* libpq keyword=value form: starts with a keyword, then '=' ("host=/run/postgresql ..."). */
+static int
+is_conninfo(const char *s)
+{
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz_");
+
+	return n > 0 && s[n + strspn(s + n, " ")] == '=';
+}
+
+/*
+ * sqlite:PATH or a plain path: SQLite. A postgres:// or postgresql:// URL,
+ * or a libpq keyword=value string: PostgreSQL. Any other scheme is refused
+ * rather than taken for a file name.
+ */
 struct store *
 store_open(const char *url, char **cause)
 {
 	if (strncmp(url, "sqlite:", 7) == 0)
 		return store_sqlite_open(url + 7, cause);
-	if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0) {
-		cause_set(cause, "store: the PostgreSQL backend is not built yet (multi-node issue)");
+	if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0 ||
+	    is_conninfo(url))
+		return store_pg_open(url, cause);
+	if (*url == '\0' || strstr(url, "://") != NULL) {
+		cause_set(cause, "store: unknown URL \"%s\" (want sqlite:PATH, a path,"
+		    " postgres://... or host=... dbname=...)", url);
 		return NULL;
 	}
-	cause_set(cause, "store: unknown URL \"%s\" (want sqlite:PATH or postgres://...)", url);
-	return NULL;
+	return store_sqlite_open(url, cause);
 }
 
 void

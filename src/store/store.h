@@ -15,6 +15,7 @@
 #define STORE_ID_MAX		64
 #define STORE_STATE_MAX		16
 #define STORE_LIST_LIMIT_MAX	1000
+#define STORE_LIST_LIMIT_DEFAULT 100	/* when a list asks for <= 0 or > MAX */
 
 struct store;
 

@@ -37,12 +37,23 @@ struct store {
 };
 
 struct store *store_sqlite_open(const char *path, char **cause);
+/* conninfo: a postgres:// or postgresql:// URL, or libpq keyword=value pairs. */
+struct store *store_pg_open(const char *conninfo, char **cause);
+
+/*
+ * Shared by the backends so that both filter alike: does sb pass f's state
+ * and metadata filters (project and cursor are the backend's WHERE clause)?
+ */
+int store_filter_match(const struct store_filter *f, const struct store_sandbox *sb);
+/* A list's limit: 1..STORE_LIST_LIMIT_MAX, else the default. */
+int store_limit(int limit);
 
 /* Versioned schema migrations, shared by the backends (store_schema.c). */
 struct store_migration {
 	int		 version;
 	const char	*name;
 	const char	*sql;	/* portable SQL: both SQLite and PostgreSQL accept it */
+	const char	*sql_pg; /* PostgreSQL's variant where none is portable, else NULL */
 };
 extern const struct store_migration store_migrations[];
 extern const size_t store_nmigrations;

@@ -293,40 +293,6 @@ sq_sandbox_delete(struct store *st, const char *id, char **cause)
 	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
 }
 
-/* Does the comma-separated list contain state? */
-static int
-state_in(const char *list, const char *state)
-{
-	size_t n = strlen(state);
-	const char *p = list;
-
-	while (*p != '\0') {
-		size_t m = strcspn(p, ",");
-		if (m == n && strncmp(p, state, n) == 0)
-			return 1;
-		p += m;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
-}
-
-static int
-metadata_match(json_t *want, json_t *have)
-{
-	const char *k;
-	json_t *v;
-
-	if (want == NULL)
-		return 1;
-	json_object_foreach(want, k, v) {
-		json_t *h = json_object_get(have, k);
-		if (h == NULL || !json_equal(h, v))
-			return 0;
-	}
-	return 1;
-}
-
 static int
 sq_sandbox_list(struct store *st, const struct store_filter *f, struct store_sandbox **out,
     size_t *n, char **cause)
@@ -334,7 +300,7 @@ sq_sandbox_list(struct store *st, const struct store_filter *f, struct store_san
 	sqlite3_stmt *s;
 	struct store_sandbox *arr = NULL;
 	size_t cnt = 0;
-	int limit = f->limit > 0 && f->limit <= STORE_LIST_LIMIT_MAX ? f->limit : 100, rc;
+	int limit = store_limit(f->limit), rc;
 
 	s = sq_prepare(DB(st), "SELECT " SB_COLS " FROM sandboxes WHERE (?1 IS NULL OR project = ?1)"
 	    " AND id > ?2 ORDER BY id", cause);
@@ -346,8 +312,7 @@ sq_sandbox_list(struct store *st, const struct store_filter *f, struct store_san
 		struct store_sandbox sb;
 
 		sb_read(s, &sb);
-		if ((f->states != NULL && !state_in(f->states, sb.state)) ||
-		    !metadata_match(f->metadata, sb.metadata)) {
+		if (!store_filter_match(f, &sb)) {
 			store_sandbox_clear(&sb);
 			continue;
 		}
@@ -533,7 +498,7 @@ sq_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
 		return -1;
 	sqlite3_bind_int64(s, 1, after);
 	bind_text(s, 2, sandbox);
-	sqlite3_bind_int(s, 3, limit > 0 && limit <= STORE_LIST_LIMIT_MAX ? limit : 100);
+	sqlite3_bind_int(s, 3, store_limit(limit));
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		arr = xreallocarray(arr, cnt + 1, sizeof(*arr));
 		memset(&arr[cnt], 0, sizeof(arr[cnt]));
