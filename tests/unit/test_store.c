@@ -1,8 +1,13 @@
-/* The SQLite store: migrations, sandboxes with compare-and-set, keys, events, secrets. */
+/*
+ * The store, one set of cases for both backends: migrations, sandboxes with
+ * compare-and-set, filters and pagination, keys, events, secrets. "sqlite"
+ * runs them on a temp file; "pg" on a private PostgreSQL started for the run.
+ */
 #include <unistd.h>
 
 #include "common/util.h"
 #include "store/store.h"
+#include "pg_cluster.h"
 #include "t.h"
 
 static void
@@ -37,7 +42,7 @@ test_sandboxes(struct store *st)
 	CHECK(store_sandbox_insert(st, &b, &cause) == 0);
 	CHECK(store_sandbox_insert(st, &c, &cause) == 0);
 	CHECK(store_sandbox_insert(st, &a, &cause) == -1);	/* duplicate id */
-	CHECK_CAUSE(cause, "UNIQUE");
+	CHECK_CAUSE(cause, "insert sandbox");
 
 	CHECK(store_sandbox_get(st, "bbb", &got, &cause) == 1);
 	CHECK_STR(got.state, "paused");
@@ -81,6 +86,21 @@ test_sandboxes(struct store *st)
 	CHECK_STR(list[0].id, "ccc");
 	store_sandbox_clear(&list[0]);
 	free(list);
+	/* A page that filters everything out does not end the list early. */
+	memset(&f, 0, sizeof(f));
+	f.metadata = json_pack("{s:s}", "team", "x");
+	f.limit = 1;
+	f.after = "aaa";
+	CHECK(store_sandbox_list(st, &f, &list, &n, &cause) == 0 && n == 1);
+	if (n == 1)
+		CHECK_STR(list[0].id, "ccc");
+	for (i = 0; i < n; i++)
+		store_sandbox_clear(&list[i]);
+	free(list);
+	f.project = "other";
+	CHECK(store_sandbox_list(st, &f, &list, &n, &cause) == 0 && n == 0);
+	free(list);
+	json_decref(f.metadata);
 
 	CHECK(store_sandbox_delete(st, "aaa", &cause) == 1);
 	CHECK(store_sandbox_delete(st, "aaa", &cause) == 0);
@@ -252,42 +272,174 @@ test_secrets(struct store *st)
 	free(cause);
 }
 
-int
-main(void)
+/* A second handle on the same database: CAS and event ids hold across connections. */
+static void
+test_two_handles(const char *url)
 {
-	char dir[] = "/tmp/airlock-store-XXXXXX", *url, *cause = NULL;
-	struct store *st;
+	struct store *st1, *st2;
+	struct store_sandbox one, two;
+	char *cause = NULL;
+	int64_t e1, e2;
 
-	CHECK(mkdtemp(dir) != NULL);
-	xasprintf(&url, "sqlite:%s/state.db", dir);
+	st1 = store_open(url, &cause);
+	st2 = store_open(url, &cause);
+	CHECK(st1 != NULL && st2 != NULL);
+	if (st1 == NULL || st2 == NULL) {
+		store_close(st1);
+		store_close(st2);
+		free(cause);
+		return;
+	}
+	CHECK(store_sandbox_get(st1, "ccc", &one, &cause) == 1);
+	CHECK(store_sandbox_get(st2, "ccc", &two, &cause) == 1);
+	snprintf(one.state, sizeof(one.state), "paused");
+	snprintf(two.state, sizeof(two.state), "deleting");
+	CHECK(store_sandbox_update(st2, &two, &cause) == 1);
+	CHECK(store_sandbox_update(st1, &one, &cause) == 0);
+	store_sandbox_clear(&one);
+	CHECK(store_sandbox_get(st1, "ccc", &one, &cause) == 1);
+	CHECK_STR(one.state, "deleting");
+	CHECK(one.generation == two.generation);
+	store_sandbox_clear(&one);
+	store_sandbox_clear(&two);
+	e1 = store_event_append(st1, "ccc", "default", "a", NULL, &cause);
+	e2 = store_event_append(st2, "ccc", "default", "b", NULL, &cause);
+	CHECK(e1 > 0 && e2 > e1);
+	store_close(st1);
+	store_close(st2);
+	free(cause);
+}
+
+/* Everything a backend must do alike, on a fresh database at url. */
+static int
+run_cases(const char *url, const char *reopen_url)
+{
+	struct store *st;
+	struct store_sandbox got;
+	struct store_secret sec;
+	char *cause = NULL;
+
 	st = store_open(url, &cause);
 	CHECK(st != NULL);
 	if (st == NULL) {
 		fprintf(stderr, "%s\n", cause);
-		return 1;
+		free(cause);
+		return -1;
 	}
-	CHECK(store_schema_version(st) >= 1);
+	CHECK(store_schema_version(st) >= 2);
 	test_sandboxes(st);
 	test_keys_events(st);
 	test_secrets(st);
 	store_close(st);
+	test_two_handles(url);
+
 	/* Reopening applies nothing twice and keeps the data. */
-	st = store_open(url, &cause);
+	st = store_open(reopen_url, &cause);
 	CHECK(st != NULL);
-	struct store_sandbox got;
+	if (st == NULL) {
+		fprintf(stderr, "%s\n", cause);
+		free(cause);
+		return -1;
+	}
 	CHECK(store_sandbox_get(st, "ccc", &got, &cause) == 1);
 	store_sandbox_clear(&got);
 	CHECK(store_schema_version(st) >= 2);
-	struct store_secret sec;
 	CHECK(store_secret_get(st, "global", "", "OPENAI_KEY", &sec, &cause) == 1);
 	store_secret_clear(&sec);
 	store_close(st);
+	free(cause);
+	return 0;
+}
+
+static int
+main_sqlite(void)
+{
+	char dir[] = "/tmp/airlock-store-XXXXXX", *url, *path, *cause = NULL;
+
+	CHECK(mkdtemp(dir) != NULL);
+	xasprintf(&url, "sqlite:%s/state.db", dir);
+	xasprintf(&path, "%s/state.db", dir);	/* a plain path is SQLite too */
+	run_cases(url, path);
 	CHECK(store_open("mysql://x", &cause) == NULL);
+	CHECK_CAUSE(cause, "unknown URL");
+	CHECK(store_open("", &cause) == NULL);
 	CHECK_CAUSE(cause, "unknown URL");
 	CHECK(store_open("sqlite:/nonexistent/dir/x.db", &cause) == NULL);
 	CHECK_CAUSE(cause, "open");
 	remove_tree(dir, NULL);
 	free(url);
+	free(path);
 	free(cause);
 	return t_done();
+}
+
+/*
+ * The server goes away under an open store: the next call fails saying so,
+ * calls while it is down fail, and the first call after it is back works.
+ */
+static void
+test_pg_reconnect(struct pg_cluster *pc)
+{
+	struct store_sandbox got;
+	struct store *st;
+	char *cause = NULL;
+
+	st = store_open(pc->url, &cause);
+	CHECK(st != NULL);
+	if (st == NULL)
+		return;
+	pg_cluster_stop(pc);
+	CHECK(store_sandbox_get(st, "ccc", &got, &cause) == -1);
+	CHECK_CAUSE(cause, "get sandbox");
+	CHECK_CAUSE(cause, "connection lost");
+	CHECK(store_key_count(st, &cause) == -1);
+	CHECK_CAUSE(cause, "unreachable");
+	CHECK(pg_cluster_run(pc, &cause) == 0);
+	CHECK(store_sandbox_get(st, "ccc", &got, &cause) == 1);
+	store_sandbox_clear(&got);
+	CHECK(store_event_append(st, "ccc", "default", "after-restart", NULL, &cause) > 0);
+	store_close(st);
+	free(cause);
+}
+
+static int
+main_pg(void)
+{
+	struct pg_cluster pc;
+	char *cause = NULL, *bad;
+	int rc;
+
+	if ((rc = pg_cluster_start(&pc, &cause)) == 1) {
+		fprintf(stderr, "PostgreSQL binaries not found under /usr/lib/postgresql: skip\n");
+		return 77;
+	}
+	CHECK(rc == 0);
+	if (rc == -1) {
+		fprintf(stderr, "pg cluster: %s\n", cause);
+		pg_cluster_destroy(&pc);
+		free(cause);
+		return 1;
+	}
+	run_cases(pc.url, pc.conninfo);
+	test_pg_reconnect(&pc);
+	/* A server that is not there: an error naming the backend, no crash. */
+	xasprintf(&bad, "host=%s/nonexistent user=airlock dbname=postgres connect_timeout=2", pc.dir);
+	CHECK(store_open(bad, &cause) == NULL);
+	CHECK_CAUSE(cause, "connect to PostgreSQL");
+	free(bad);
+	pg_cluster_destroy(&pc);
+	free(cause);
+	return t_done();
+}
+
+/* test_store sqlite | pg: the same cases against either backend. */
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "sqlite") == 0)
+		return main_sqlite();
+	if (argc == 2 && strcmp(argv[1], "pg") == 0)
+		return main_pg();
+	fprintf(stderr, "usage: test_store sqlite|pg\n");
+	return 2;
 }
