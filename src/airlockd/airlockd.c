@@ -85,6 +85,8 @@ shutdown_done(void *arg)
 {
 	struct daemon *d = arg;
 
+	/* Every sandbox is suspended: nothing needs the gateway until the next start. */
+	sbm_egress_stop(d->sbm);
 	event_base_loopexit(d->base, NULL);
 }
 
@@ -213,6 +215,12 @@ main(int argc, char *argv[])
 	sbm_set_events(sbm, forward_event, api);
 	if (sbm_recover(sbm, &cause) == -1)
 		fatalx("recovery: %s", cause);
+	/* Not fatal: sandboxes without a network work without the gateway. */
+	if (sbm_egress_reconcile(sbm, &cause) == -1) {
+		log_warnx("gateway: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 
 	srv = http_server_new(base, api_router, api);
 	api->srv = srv;

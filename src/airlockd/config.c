@@ -32,6 +32,14 @@ static const struct cfg_entry cfg_table[] = {
 	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
 	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
 	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
+	{ "gateway_bin", "AIRLOCK_GATEWAY_BIN", CFG_STR, OFF(gateway_bin), 0, 0 },
+	{ "gateway_resolver", "AIRLOCK_GATEWAY_RESOLVER", CFG_STR, OFF(gateway_resolver), 0, 0 },
+	{ "gateway_upstream_ca", "AIRLOCK_GATEWAY_UPSTREAM_CA", CFG_STR, OFF(gateway_upstream_ca),
+	  0, 0 },
+	{ "gateway_netns", "AIRLOCK_GATEWAY_NETNS", CFG_STR, OFF(gateway_netns), 0, 0 },
+	{ "gateway_internal", "AIRLOCK_GATEWAY_INTERNAL", CFG_STR, OFF(gateway_internal), 0, 0 },
+	{ "gateway_rate_rps", NULL, CFG_INT, OFF(gateway_rate_rps), 0, 1000000 },
+	{ "gateway_rate_bps", NULL, CFG_INT, OFF(gateway_rate_bps), 0, 2000000000 },
 	{ "log_debug", "AIRLOCK_DEBUG", CFG_BOOL, OFF(log_debug), 0, 1 },
 };
 
@@ -47,6 +55,8 @@ config_defaults(struct config *c)
 	c->default_memory_mb = 512;
 	c->default_idle_timeout_s = 6 * 3600;
 	c->max_sandboxes = 256;
+	c->gateway_rate_rps = 100;
+	c->gateway_rate_bps = 50 * 1024 * 1024;
 }
 
 int
@@ -174,5 +184,10 @@ config_free(struct config *c)
 	free(c->listen_host);
 	free(c->data_dir);
 	free(c->store_url);
+	free(c->gateway_bin);
+	free(c->gateway_resolver);
+	free(c->gateway_upstream_ca);
+	free(c->gateway_netns);
+	free(c->gateway_internal);
 	memset(c, 0, sizeof(*c));
 }

@@ -23,6 +23,14 @@ struct config {
 	int		 max_sandboxes;
 	int		 max_parallel_boots;	/* 0: one per CPU */
 	int		 log_json;		/* structured JSON logs */
+	/* Egress gateway (docs/operations.md "Egress"). */
+	char		*gateway_bin;		/* default: beside airlockd */
+	char		*gateway_resolver;	/* upstream DNS "IP[:port]"; default resolv.conf */
+	char		*gateway_upstream_ca;	/* extra CA bundle trusted for upstream TLS */
+	char		*gateway_netns;		/* netns path the gateway dials from */
+	char		*gateway_internal;	/* operator exceptions "cidr[:port],..." */
+	int		 gateway_rate_rps;	/* per sandbox default, 0 = unlimited */
+	int		 gateway_rate_bps;
 	int		 log_debug;
 };
 

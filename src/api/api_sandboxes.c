@@ -13,6 +13,7 @@
 #include "common/http_parse.h"
 #include "common/paths.h"
 #include "common/util.h"
+#include "egress/egress_policy.h"
 #include "sandbox/envd_client.h"
 #include "sandbox/sbm.h"
 #include "vm/vm_boot.h"
@@ -36,19 +37,23 @@ api_sandbox(struct api_call *c, const char *need_state)
 	return sb;
 }
 
-/* Validate {mode, allow[]}; hosts and host:port / cidr:port rules, kept as given. */
+/*
+ * Validate {mode, allow[], rate} exactly as the gateway will parse it
+ * (egress_network_check), so a sandbox never starts with a policy the
+ * gateway would refuse. Rules are kept as given.
+ */
 static int
-parse_network(struct api_call *c, json_t **out)
+parse_network_value(struct api_call *c, json_t *n, json_t **out)
 {
-	static const char *const fields[] = { "mode", "allow", NULL };
-	json_t *n = json_object_get(c->body, "network"), *allow, *v;
+	static const char *const fields[] = { "mode", "allow", "rate", NULL };
+	json_t *allow, *v, *net;
 	const char *mode = "none";
-	size_t i;
+	char *cause = NULL;
 
 	*out = NULL;
 	if (n != NULL && !json_is_null(n)) {
 		if (!json_is_object(n)) {
-			api_error(c, 400, "bad_request", "network: must be an object {mode, allow}");
+			api_error(c, 400, "bad_request", "network: must be an object {mode, allow, rate}");
 			return -1;
 		}
 		if (api_check_fields(c, n, "network", fields) == -1)
@@ -72,31 +77,28 @@ parse_network(struct api_call *c, json_t **out)
 		    SBM_ALLOW_MAX);
 		return -1;
 	}
-	json_array_foreach(allow, i, v) {
-		const char *r = json_is_string(v) ? json_string_value(v) : NULL;
-		size_t k;
-		if (r == NULL || *r == '\0' || strlen(r) > 253 + 6) {
-			api_error(c, 400, "bad_request", "network.allow[%zu]: must be a host name, "
-			    "*.domain, host:port or cidr:port", i);
-			return -1;
-		}
-		for (k = 0; r[k] != '\0'; k++) {
-			char ch = r[k];
-			if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			    (ch >= '0' && ch <= '9') || strchr(".-*:/_", ch) != NULL)) {
-				api_error(c, 400, "bad_request", "network.allow[%zu]: invalid character "
-				    "'%c'", i, ch);
-				return -1;
-			}
-		}
-	}
 	if (allow != NULL && json_array_size(allow) > 0 && strcmp(mode, "allowlist") != 0) {
 		api_error(c, 400, "bad_request", "network.allow: only meaningful with mode allowlist");
 		return -1;
 	}
-	*out = json_pack("{s:s,s:o}", "mode", mode, "allow",
+	net = json_pack("{s:s,s:o}", "mode", mode, "allow",
 	    allow != NULL ? json_deep_copy(allow) : json_array());
+	if (n != NULL && (v = json_object_get(n, "rate")) != NULL)
+		json_object_set_new(net, "rate", json_deep_copy(v));
+	if (egress_network_check(net, &cause) == -1) {
+		api_error(c, 400, "bad_request", "%s", cause);
+		free(cause);
+		json_decref(net);
+		return -1;
+	}
+	*out = net;
 	return 0;
+}
+
+static int
+parse_network(struct api_call *c, json_t **out)
+{
+	return parse_network_value(c, json_object_get(c->body, "network"), out);
 }
 
 static void
@@ -146,12 +148,6 @@ api_sandboxes_create(struct api_call *c)
 		tmpl = "base";
 	if (!paths_valid_name(tmpl)) {
 		api_error(c, 400, "bad_request", "template: \"%s\" is not a valid template name", tmpl);
-		goto out;
-	}
-	if (strcmp(json_string_value(json_object_get(net, "mode")), "none") != 0) {
-		/* XXX until the egress gateway lands a NIC would be an island with no way out. */
-		api_error(c, 422, "unprocessable", "network.mode: only \"none\" is available until "
-		    "the egress gateway is installed");
 		goto out;
 	}
 	sp.project = c->key.project;
@@ -231,10 +227,10 @@ void
 api_sandboxes_patch(struct api_call *c)
 {
 	static const char *const fields[] = { "timeout_s", "idle_timeout_s", "auto_pause",
-	    "metadata", NULL };
+	    "metadata", "network", NULL };
 	struct sandbox *sb;
 	long long timeout, idle;
-	json_t *meta = NULL;
+	json_t *meta = NULL, *net = NULL;
 	int ap;
 	char *cause = NULL;
 
@@ -248,6 +244,22 @@ api_sandboxes_patch(struct api_call *c)
 	if (json_object_get(c->body, "metadata") != NULL &&
 	    api_get_strmap(c, c->body, "metadata", SBM_METADATA_MAX, 0, &meta) == -1)
 		return;
+	/* The policy is pushed to the gateway live; new requests see it at once. */
+	if (json_object_get(c->body, "network") != NULL) {
+		if (parse_network_value(c, json_object_get(c->body, "network"), &net) == -1) {
+			json_decref(meta);
+			return;
+		}
+		if (sb_set_network(sb, net, &cause) == -1) {
+			api_error(c, strstr(cause, "network.mode") != NULL ? 409 : 502,
+			    strstr(cause, "network.mode") != NULL ? "conflict" : "gateway", "%s", cause);
+			free(cause);
+			json_decref(net);
+			json_decref(meta);
+			return;
+		}
+		json_decref(net);
+	}
 	if (sb_patch(sb, timeout, idle, ap, meta, &cause) == -1) {
 		api_error(c, 500, "internal", "%s", cause);
 		free(cause);

@@ -17,6 +17,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "net/net_island.h"
+#include "sandbox/sbm_egress.h"
 #include "sandbox/envd_client.h"
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
@@ -50,6 +51,7 @@ struct sandbox {
 	int			 have_stor;
 	struct net_island	 island;
 	int			 have_island;
+	int			 gw_attached;	/* the gateway serves its island */
 	int			 streams;	/* open exec/watch/file streams */
 	int64_t			 last_active;
 	char			*console;	/* console log path (kept after release) */
@@ -76,6 +78,7 @@ struct sbm {
 	int			 booting;	/* VM starts in flight (create, resume) */
 	int			 boot_limit;
 	TAILQ_HEAD(, sandbox)	 boot_wait;	/* creates/resumes waiting for a slot */
+	struct sbm_egress	*egress;
 };
 
 static void sb_run_next(struct sandbox *sb);
@@ -314,6 +317,10 @@ sb_release(struct sandbox *sb)
 		vm_free(sb->vm);	/* kills and reaps a live VMM */
 		sb->vm = NULL;
 	}
+	if (sb->gw_attached) {
+		sbm_egress_detach(sb->m->egress, sb->rec.id);
+		sb->gw_attached = 0;
+	}
 	if (sb->have_island) {
 		if (net_island_delete(&sb->island, &cause) == -1) {
 			log_warnx("sandbox %s: %s", sb->rec.id, cause);
@@ -533,6 +540,11 @@ sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
 		if (net_island_create(sb->rec.id, &sb->island, cause) == -1)
 			return -1;
 		sb->have_island = 1;
+		/* Attached before the guest runs: its first packet already meets the policy. */
+		if (sbm_egress_attach(sb->m->egress, sb->rec.id, sb->rec.project, sb->rec.network,
+		    &sb->island, cause) == -1)
+			return -1;
+		sb->gw_attached = 1;
 		if ((*netns_fd = net_island_open_ns(&sb->island, cause)) == -1 ||
 		    (*tap_fd = net_island_open_tap(&sb->island, cause)) == -1)
 			return -1;
@@ -1097,6 +1109,161 @@ sbm_sweep(evutil_socket_t fd, short ev, void *arg)
 	}
 }
 
+/* --- egress gateway ----------------------------------------------------- */
+
+static int
+sb_has_network(const struct sandbox *sb)
+{
+	const char *mode = json_string_value(json_object_get(sb->rec.network, "mode"));
+
+	return mode != NULL && strcmp(mode, "none") != 0;
+}
+
+/* (Re)attach a live sandbox's island: new gateway sockets, current policy. */
+static int
+sb_egress_reattach(struct sandbox *sb, char **cause)
+{
+	if (!sb->have_island) {
+		/* Adopted after a restart: the pinned island is still there. */
+		sb->island.ni_name = xstrdup(sb->rec.id);
+		sb->island.ni_path = net_island_path(sb->rec.id);
+		sb->have_island = 1;
+	}
+	if (sbm_egress_attach(sb->m->egress, sb->rec.id, sb->rec.project, sb->rec.network,
+	    &sb->island, cause) == -1)
+		return -1;
+	sb->gw_attached = 1;
+	return 0;
+}
+
+static void
+sbm_egress_restarted(void *arg)
+{
+	struct sbm *m = arg;
+	struct sandbox *sb;
+	char *cause = NULL;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		if (!sb->gw_attached)
+			continue;
+		if (sb_egress_reattach(sb, &cause) == -1) {
+			log_warnx("sandbox %s: re-attach to the gateway: %s", sb->rec.id, cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+}
+
+int
+sbm_egress_reconcile(struct sbm *m, char **cause)
+{
+	struct sandbox *sb;
+	json_t *ids, *v;
+	size_t i;
+	int need = 0;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (sb->vm != NULL && sb_has_network(sb))
+			need = 1;
+	if (!need) {
+		char *ctl = paths_data("run/gateway.sock");
+
+		need = path_exists(ctl);
+		free(ctl);
+		if (!need)
+			return 0;
+	}
+	if ((ids = sbm_egress_attached(m->egress, cause)) == NULL)
+		return -1;
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		char *why = NULL;
+		int attached = 0;
+
+		if (sb->vm == NULL || !sb_has_network(sb))
+			continue;
+		json_array_foreach(ids, i, v)
+			if (strcmp(json_string_value(v), sb->rec.id) == 0)
+				attached = 1;
+		/* Still served (the gateway outlived us): refresh the policy; else attach anew. */
+		if (attached && sbm_egress_update(m->egress, sb->rec.id, sb->rec.project,
+		    sb->rec.network, &why) == 0)
+			sb->gw_attached = 1;
+		else if (sb_egress_reattach(sb, &why) == -1) {
+			log_warnx("sandbox %s: gateway: %s", sb->rec.id, why);
+			free(why);
+		}
+	}
+	/* Served by the gateway but not live here: a leftover of a crash. */
+	json_array_foreach(ids, i, v) {
+		sb = sbm_find(m, json_string_value(v), NULL);
+		if (sb == NULL || sb->vm == NULL)
+			sbm_egress_detach(m->egress, json_string_value(v));
+	}
+	json_decref(ids);
+	return 0;
+}
+
+void
+sbm_secrets_changed(struct sbm *m, const char *scope, const char *scope_id)
+{
+	struct sandbox *sb;
+	char *cause = NULL;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry) {
+		if (!sb->gw_attached)
+			continue;
+		if (strcmp(scope, "global") != 0 &&
+		    !(strcmp(scope, "project") == 0 && strcmp(sb->rec.project, scope_id) == 0) &&
+		    !(strcmp(scope, "sandbox") == 0 && strcmp(sb->rec.id, scope_id) == 0))
+			continue;
+		if (sbm_egress_update(m->egress, sb->rec.id, sb->rec.project, sb->rec.network,
+		    &cause) == -1) {
+			log_warnx("sandbox %s: push credentials to the gateway: %s", sb->rec.id,
+			    cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+}
+
+int
+sb_set_network(struct sandbox *sb, json_t *network, char **cause)
+{
+	const char *now = json_string_value(json_object_get(sb->rec.network, "mode"));
+	const char *want = json_string_value(json_object_get(network, "mode"));
+
+	/* The NIC exists or not from boot: none ↔ other needs a new sandbox. */
+	if (now == NULL || want == NULL || (strcmp(now, "none") == 0) != (strcmp(want, "none") == 0)) {
+		cause_set(cause, "network.mode: cannot change between none and %s on a live sandbox",
+		    strcmp(want != NULL ? want : "none", "none") == 0 ? now : want);
+		return -1;
+	}
+	if (sb->gw_attached && sbm_egress_update(sb->m->egress, sb->rec.id, sb->rec.project,
+	    network, cause) == -1)
+		return -1;
+	json_decref(sb->rec.network);
+	sb->rec.network = json_incref(network);
+	sb_save(sb);
+	return 0;
+}
+
+json_t *
+sbm_egress_info(struct sbm *m, const char *id, char **cause)
+{
+	return sbm_egress_stats(m->egress, id, cause);
+}
+
+void
+sbm_egress_stop(struct sbm *m)
+{
+	struct sandbox *sb;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (sb->gw_attached)
+			return;
+	sbm_egress_shutdown(m->egress);
+}
+
 /* --- graceful shutdown ---------------------------------------------------- */
 
 static void
@@ -1192,6 +1359,7 @@ sbm_new(struct event_base *base, struct store *st, const struct config *cfg, cha
 		return NULL;
 	}
 	m->kernel_id = read_kernel_id();
+	m->egress = sbm_egress_new(cfg, st, sbm_egress_restarted, m);
 	m->sweep = event_new(base, -1, EV_PERSIST, sbm_sweep, m);
 	event_add(m->sweep, &tv);
 	return m;
@@ -1243,6 +1411,7 @@ sbm_free(struct sbm *m)
 		sb->gone = 1;
 		sb_unref(sb);
 	}
+	sbm_egress_free(m->egress);
 	free(m->kernel_id);
 	free(m);
 }

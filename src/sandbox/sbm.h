@@ -91,6 +91,22 @@ void sb_enqueue(struct sandbox *sb, enum sb_op_kind kind, sb_done_cb done, void 
 int sb_patch(struct sandbox *sb, int64_t timeout_s, int64_t idle_timeout_s, int auto_pause,
     json_t *metadata, char **cause);
 
+/*
+ * Replace the network spec (validated by the caller) of a sandbox and push
+ * the new policy to the gateway live. The mode cannot change between none
+ * and the others (the NIC exists from boot or not): 409-worthy cause.
+ */
+int sb_set_network(struct sandbox *sb, json_t *network, char **cause);
+
+/* After sbm_recover: make the gateway serve exactly the live networked sandboxes. */
+int sbm_egress_reconcile(struct sbm *m, char **cause);
+/* Secrets of scope ("global", "project", "sandbox") changed: re-push affected policies. */
+void sbm_secrets_changed(struct sbm *m, const char *scope, const char *scope_id);
+/* Gateway counters ({sandboxes:{id:{...}}, rss_kb}) for one sandbox or all. */
+json_t *sbm_egress_info(struct sbm *m, const char *id, char **cause);
+/* Graceful exit: stop the gateway too when nothing is attached any more. */
+void sbm_egress_stop(struct sbm *m);
+
 json_t *sb_json(struct sandbox *sb);
 const char *sb_id(const struct sandbox *sb);
 const char *sb_state(const struct sandbox *sb);

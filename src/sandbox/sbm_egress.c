@@ -1,0 +1,255 @@
+/* The manager's link to airlock-gateway (see sbm_egress.h, egress/egress_gw.h). */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "airlockd/config.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "egress/egress_ca.h"
+#include "egress/egress_gw.h"
+#include "egress/egress_policy.h"
+#include "net/net_island.h"
+#include "sandbox/sbm_egress.h"
+#include "store/store.h"
+
+struct sbm_egress {
+	const struct config	*cfg;
+	struct store		*store;
+	struct egress_gw	*gw;
+	char			*bin, *ctl, *audit, *log, *ca_cert, *ca_key;
+	void			(*restarted)(void *);
+	void			*arg;
+};
+
+/* airlock-gateway beside airlockd (installed), or in the build tree's src/gateway. */
+static char *
+sbm_egress_find_bin(const struct config *cfg)
+{
+	char exe[PATH_MAX], *dir, *p;
+	ssize_t n;
+
+	if (cfg->gateway_bin != NULL)
+		return xstrdup(cfg->gateway_bin);
+	if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) <= 0)
+		return xstrdup("airlock-gateway");
+	exe[n] = '\0';
+	dir = dirname(exe);
+	xasprintf(&p, "%s/airlock-gateway", dir);
+	if (access(p, X_OK) == 0)
+		return p;
+	free(p);
+	xasprintf(&p, "%s/../gateway/airlock-gateway", dir);
+	return p;
+}
+
+struct sbm_egress *
+sbm_egress_new(const struct config *cfg, struct store *st, void (*restarted)(void *), void *arg)
+{
+	struct sbm_egress *e = xcalloc(1, sizeof *e);
+
+	e->cfg = cfg;
+	e->store = st;
+	e->restarted = restarted;
+	e->arg = arg;
+	e->bin = sbm_egress_find_bin(cfg);
+	e->ctl = paths_data("run/gateway.sock");
+	e->audit = paths_data("audit");
+	e->log = paths_data("logs/gateway.log");
+	e->ca_cert = paths_data("ca/gateway.crt");
+	e->ca_key = paths_data("ca/gateway.key");
+	return e;
+}
+
+void
+sbm_egress_free(struct sbm_egress *e)
+{
+	if (e == NULL)
+		return;
+	egress_gw_free(e->gw);
+	free(e->bin);
+	free(e->ctl);
+	free(e->audit);
+	free(e->log);
+	free(e->ca_cert);
+	free(e->ca_key);
+	free(e);
+}
+
+static void
+sbm_egress_restart_cb(void *arg)
+{
+	struct sbm_egress *e = arg;
+
+	log_warnx("gateway: a new airlock-gateway instance; re-attaching sandboxes");
+	if (e->restarted != NULL)
+		e->restarted(e->arg);
+}
+
+/* The gateway handle, created on first use (with its issuer and dirs). */
+static struct egress_gw *
+sbm_egress_gw(struct sbm_egress *e, char **cause)
+{
+	struct egress_gw_config gc = { 0 };
+	char *dir, *ca;
+	int renewed, rc;
+	json_t *ids = NULL;
+
+	if (e->gw != NULL)
+		return e->gw;
+	ca = paths_data("ca");
+	rc = egress_ca_ensure(ca, &renewed, cause);
+	free(ca);
+	if (rc == -1)
+		return NULL;
+	dir = paths_data("run");
+	rc = mkdir_p(dir, 0700, cause);
+	free(dir);
+	dir = paths_data("logs");
+	if (rc == 0)
+		rc = mkdir_p(dir, 0755, cause);
+	free(dir);
+	if (rc == 0)
+		rc = mkdir_p(e->audit, 0750, cause);
+	if (rc == -1)
+		return NULL;
+	gc.bin = e->bin;
+	gc.ctl_path = e->ctl;
+	gc.audit_dir = e->audit;
+	gc.ca_cert = e->ca_cert;
+	gc.ca_key = e->ca_key;
+	gc.upstream_ca = e->cfg->gateway_upstream_ca;
+	gc.resolver = e->cfg->gateway_resolver;
+	gc.netns = e->cfg->gateway_netns;
+	gc.log_path = e->log;
+	gc.uid = EGRESS_GW_UID;
+	gc.gid = EGRESS_GW_UID;
+	gc.log_json = e->cfg->log_json;
+	e->gw = egress_gw_new(&gc, sbm_egress_restart_cb, e);
+	if (egress_gw_open(e->gw, &ids, cause) == -1) {
+		egress_gw_free(e->gw);
+		e->gw = NULL;
+		return NULL;
+	}
+	json_decref(ids);
+	if (renewed)
+		log_info("gateway: new leaf issuer minted (a running gateway keeps its old one until restarted)");
+	return e->gw;
+}
+
+/* XXX replaced by secrets_resolve (src/sandbox/secrets.c) when the secrets API lands. */
+static int
+sbm_egress_credentials(struct store *st, const char *project, const char *id, json_t **creds,
+    char **cause)
+{
+	*creds = NULL;
+	return 0;
+}
+
+static json_t *
+sbm_egress_policy(struct sbm_egress *e, const char *id, const char *project,
+    const json_t *network, char **cause)
+{
+	struct egress_defaults d = {
+		.internal = e->cfg->gateway_internal,
+		.rps = e->cfg->gateway_rate_rps,
+		.bps = e->cfg->gateway_rate_bps,
+	};
+	json_t *creds = NULL, *p;
+
+	if (sbm_egress_credentials(e->store, project, id, &creds, cause) == -1)
+		return NULL;
+	p = egress_policy_build(network, creds, &d);
+	json_decref(creds);
+	return p;
+}
+
+int
+sbm_egress_attach(struct sbm_egress *e, const char *id, const char *project,
+    const json_t *network, const struct net_island *ni, char **cause)
+{
+	struct egress_gw *gw;
+	json_t *policy;
+	int tcp_fd, dns_fd, rc;
+
+	if ((gw = sbm_egress_gw(e, cause)) == NULL)
+		return -1;
+	if ((policy = sbm_egress_policy(e, id, project, network, cause)) == NULL)
+		return -1;
+	if (net_island_gateway_sockets(ni, &tcp_fd, &dns_fd, cause) == -1) {
+		json_decref(policy);
+		return -1;
+	}
+	/* The gateway gets its own copies over SCM_RIGHTS; ours close either way. */
+	rc = egress_gw_attach(gw, id, project, policy, tcp_fd, dns_fd, cause);
+	close(tcp_fd);
+	close(dns_fd);
+	json_decref(policy);
+	return rc;
+}
+
+int
+sbm_egress_update(struct sbm_egress *e, const char *id, const char *project,
+    const json_t *network, char **cause)
+{
+	struct egress_gw *gw;
+	json_t *policy;
+	int rc;
+
+	if ((gw = sbm_egress_gw(e, cause)) == NULL)
+		return -1;
+	if ((policy = sbm_egress_policy(e, id, project, network, cause)) == NULL)
+		return -1;
+	rc = egress_gw_update(gw, id, policy, cause);
+	json_decref(policy);
+	return rc;
+}
+
+void
+sbm_egress_detach(struct sbm_egress *e, const char *id)
+{
+	char *cause = NULL;
+
+	if (e->gw == NULL)
+		return;
+	if (egress_gw_detach(e->gw, id, &cause) == -1) {
+		log_warnx("sandbox %s: %s", id, cause);
+		free(cause);
+	}
+}
+
+json_t *
+sbm_egress_attached(struct sbm_egress *e, char **cause)
+{
+	json_t *st, *ids, *v;
+	const char *k;
+
+	if (sbm_egress_gw(e, cause) == NULL)
+		return NULL;
+	if ((st = egress_gw_stats(e->gw, NULL, cause)) == NULL)
+		return NULL;
+	ids = json_array();
+	json_object_foreach(json_object_get(st, "sandboxes"), k, v)
+		json_array_append_new(ids, json_string(k));
+	json_decref(st);
+	return ids;
+}
+
+json_t *
+sbm_egress_stats(struct sbm_egress *e, const char *id, char **cause)
+{
+	if (sbm_egress_gw(e, cause) == NULL)
+		return NULL;
+	return egress_gw_stats(e->gw, id, cause);
+}
+
+void
+sbm_egress_shutdown(struct sbm_egress *e)
+{
+	if (e != NULL && e->gw != NULL)
+		egress_gw_shutdown(e->gw);
+}
