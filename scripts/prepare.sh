@@ -33,16 +33,17 @@ else
 	echo "initramfs: up to date"
 fi
 
-# Rebuild base only when its recipe, the agent or the kernel changed.
+# Rebuild base only when its recipe, the agent, the kernel or the CA changed.
 meta="$DATA/templates/base/template.json"
 want_recipe=$(sha256sum "$top/images/base.json" | cut -d' ' -f1)
 want_agent=$(sha256sum "$DATA/bin/airlock-agent" | cut -d' ' -f1)
+want_ca=$(sha256sum "$DATA/ca/ca.crt" | cut -d' ' -f1)
 want_kernel=$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1])); print("%s (%s)" % (k["release"], k["version"]))' "$kdir/kernel.json")
 have=$(python3 -c 'import json,sys
 try:
-    m=json.load(open(sys.argv[1])); print(m["recipe_sha256"], m["agent_sha256"], m["kernel_release"], sep="|")
+    m=json.load(open(sys.argv[1])); print(m["recipe_sha256"], m["agent_sha256"], m["kernel_release"], m.get("ca_sha256", ""), sep="|")
 except Exception: print("")' "$meta")
-if [ "$have" != "$want_recipe|$want_agent|$want_kernel" ]; then
+if [ "$have" != "$want_recipe|$want_agent|$want_kernel|$want_ca" ]; then
 	"$BUILD/src/cli/airlock" template build base --recipe "$top/images/base.json" \
 		--agent "$DATA/bin/airlock-agent"
 else

@@ -36,6 +36,7 @@ struct tb {
 	char	*kernel_release;
 	char	*agent;
 	char	 agent_sha[65];
+	char	 ca_sha[65];	/* the airlock CA the image trusts */
 	char	 boot_key[65];
 	int	 step;
 };
@@ -459,6 +460,7 @@ tb_customize(struct tb *tb, char **cause)
 		cause_wrap(cause, "airlock CA (run scripts/ca.sh or make up)");
 		goto bad;
 	}
+	sha256_hex(pem, strlen(pem), tb->ca_sha);
 	/* What update-ca-certificates would do, without running anything in the tree. */
 	rc = tb_write(tb, "/usr/local/share/ca-certificates/airlock-ca.crt", pem, 0644, 0, 0, cause);
 	if (rc == 0)
@@ -486,6 +488,14 @@ tb_customize(struct tb *tb, char **cause)
 			goto bad;
 		}
 	}
+	/*
+	 * TLS clients that ignore the system store still trust the gateway's
+	 * certificates (node, python requests' certifi); a recipe may override.
+	 */
+	free(env);
+	env = xstrdup("SSL_CERT_FILE=" TB_BUNDLE "\nREQUESTS_CA_BUNDLE=" TB_BUNDLE "\n"
+	    "CURL_CA_BUNDLE=" TB_BUNDLE "\n"
+	    "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/airlock-ca.crt\n");
 	for (i = 0; i < r->nenv; i++) {
 		xasprintf(&s, "%s%s=%s\n", env, r->env[i].key, r->env[i].value);
 		free(env);
@@ -543,6 +553,7 @@ tb_metadata(struct tb *tb, const char *name)
 	    "recipe_sha256", r->sha256, "bootstrap_key", tb->boot_key,
 	    "agent_sha256", tb->agent_sha, "distro", r->suite,
 	    "packages", pk, "env", env, "disk_size_mb", (json_int_t)r->disk_size_mb);
+	json_object_set_new(m, "ca_sha256", json_string(tb->ca_sha));
 	json_object_set_new(m, "user", r->user_name ? json_string(r->user_name) : json_null());
 	json_object_set_new(m, "start", r->start ? json_string(r->start) : json_null());
 	json_object_set_new(m, "workdir", r->workdir ? json_string(r->workdir) :
