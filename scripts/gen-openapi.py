@@ -60,8 +60,27 @@ schemas = {
   "Key": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"},
       "project": {"type": "string"}, "role": {"type": "string"}, "prefix": {"type": "string"},
       "key": {"type": "string", "description": "only in the create answer"}}},
+  "PutSecret": {"type": "object", "additionalProperties": False, "required": ["value", "hosts"], "properties": {
+      "value": {"type": "string", "minLength": 1, "maxLength": 65536, "writeOnly": True,
+                "description": "never returned; no CR or LF"},
+      "hosts": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"},
+                "description": "host patterns the value may be sent to: name or *.domain"},
+      "header": {"type": "string", "default": "Authorization"},
+      "format": {"type": "string", "default": "Bearer {value}", "description": "must contain {value}"},
+      "scope": {"type": "string", "enum": ["global", "project", "sandbox"], "default": "project"},
+      "sandbox": {"type": "string", "description": "the sandbox, with scope sandbox"}}},
+  "Secret": {"type": "object", "description": "metadata only: the value is write-only", "properties": {
+      "name": {"type": "string"}, "scope": {"type": "string", "enum": ["global", "project", "sandbox"]},
+      "scope_id": {"type": "string", "nullable": True}, "hosts": {"type": "array", "items": {"type": "string"}},
+      "header": {"type": "string"}, "format": {"type": "string"},
+      "created_at": {"type": "string", "format": "date-time"},
+      "updated_at": {"type": "string", "format": "date-time"}}},
 }
 sb = "/v1/sandboxes/{id}"
+namep = {"name": "name", "in": "path", "required": True,
+         "schema": {"type": "string", "pattern": "^[A-Z_][A-Z0-9_]{0,63}$"}}
+scopeq = [{"name": "scope", "in": "query", "schema": {"type": "string", "enum": ["global", "project", "sandbox"]}},
+          {"name": "sandbox", "in": "query", "schema": {"type": "string"}}]
 paths = {
   "/healthz": {"get": op("Liveness and version", ok(200, {"type": "object"}))},
   "/metrics": {"get": op("Prometheus metrics", ok(200, {"type": "string"}, "text/plain"))},
@@ -103,6 +122,13 @@ paths = {
   "/v1/keys": {"get": op("List API keys", ok(200, {"type": "object"})),
                "post": op("Create an API key", ok(201, ref("Key")), req=body({"type": "object"}))},
   "/v1/keys/{id}": {"delete": op("Delete an API key", ok(204), [idp])},
+  "/v1/secrets": {"get": op("List secrets (metadata only)", ok(200, {"type": "object", "properties": {
+      "secrets": {"type": "array", "items": ref("Secret")}}}), scopeq)},
+  "/v1/secrets/{name}": {
+    "put": op("Create or replace a secret (201 created, 200 replaced)", ok(200, ref("Secret")), [namep],
+              body(ref("PutSecret"))),
+    "get": op("Get a secret's metadata", ok(200, ref("Secret")), [namep] + scopeq),
+    "delete": op("Delete a secret", ok(204), [namep] + scopeq)},
 }
 doc = {"openapi": "3.0.3", "info": {"title": "airlock", "version": "1",
        "description": "Self-hosted microVM sandboxes. See docs/api.md."},

@@ -22,6 +22,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "sandbox/sbm.h"
+#include "sandbox/secrets.h"
 #include "store/store.h"
 
 /* Sandbox lifecycle events into the store and to live SSE subscribers. */
@@ -203,6 +204,8 @@ main(int argc, char *argv[])
 		fatalx("%s", cause);
 	if (bootstrap_admin_key(st, cfg.data_dir, &cause) == -1)
 		fatalx("admin key: %s", cause);
+	if (secrets_init(cfg.data_dir, &cause) == -1)
+		fatalx("secrets key: %s", cause);
 
 	base = event_base_new();
 	if (base == NULL)
@@ -251,6 +254,7 @@ main(int argc, char *argv[])
 	event_free(sigint);
 	event_base_free(base);
 	store_close(st);
+	secrets_shutdown();
 	free(url);
 	config_free(&cfg);
 	return 0;
