@@ -15,6 +15,7 @@
 #include "egress/egress_policy.h"
 #include "net/net_island.h"
 #include "sandbox/sbm_egress.h"
+#include "sandbox/secrets.h"
 #include "store/store.h"
 
 struct sbm_egress {
@@ -141,15 +142,6 @@ sbm_egress_gw(struct sbm_egress *e, char **cause)
 	return e->gw;
 }
 
-/* XXX replaced by secrets_resolve (src/sandbox/secrets.c) when the secrets API lands. */
-static int
-sbm_egress_credentials(struct store *st, const char *project, const char *id, json_t **creds,
-    char **cause)
-{
-	*creds = NULL;
-	return 0;
-}
-
 static json_t *
 sbm_egress_policy(struct sbm_egress *e, const char *id, const char *project,
     const json_t *network, char **cause)
@@ -161,11 +153,25 @@ sbm_egress_policy(struct sbm_egress *e, const char *id, const char *project,
 	};
 	json_t *creds = NULL, *p;
 
-	if (sbm_egress_credentials(e->store, project, id, &creds, cause) == -1)
+	if (secrets_resolve(e->store, project, id, &creds, cause) == -1)
 		return NULL;
 	p = egress_policy_build(network, creds, &d);
-	json_decref(creds);
+	secrets_credentials_free(creds);
 	return p;
+}
+
+/* Policies carry secret values: wipe them, not just free them. */
+static void
+sbm_egress_policy_free(json_t *p)
+{
+	json_t *creds = json_object_get(p, "credentials");
+
+	if (creds != NULL) {
+		json_incref(creds);
+		json_object_del(p, "credentials");
+		secrets_credentials_free(creds);
+	}
+	json_decref(p);
 }
 
 int
@@ -181,14 +187,14 @@ sbm_egress_attach(struct sbm_egress *e, const char *id, const char *project,
 	if ((policy = sbm_egress_policy(e, id, project, network, cause)) == NULL)
 		return -1;
 	if (net_island_gateway_sockets(ni, &tcp_fd, &dns_fd, cause) == -1) {
-		json_decref(policy);
+		sbm_egress_policy_free(policy);
 		return -1;
 	}
 	/* The gateway gets its own copies over SCM_RIGHTS; ours close either way. */
 	rc = egress_gw_attach(gw, id, project, policy, tcp_fd, dns_fd, cause);
 	close(tcp_fd);
 	close(dns_fd);
-	json_decref(policy);
+	sbm_egress_policy_free(policy);
 	return rc;
 }
 
@@ -205,7 +211,7 @@ sbm_egress_update(struct sbm_egress *e, const char *id, const char *project,
 	if ((policy = sbm_egress_policy(e, id, project, network, cause)) == NULL)
 		return -1;
 	rc = egress_gw_update(gw, id, policy, cause);
-	json_decref(policy);
+	sbm_egress_policy_free(policy);
 	return rc;
 }
 

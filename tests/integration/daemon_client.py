@@ -92,9 +92,11 @@ class Daemon:
                 os.symlink(os.path.join(data_root, name), link)
         self.proc, self.port, self.key = None, None, None
 
-    def start(self):
+    def start(self, extra_env=None):
         self.log = open(os.path.join(self.dir, "airlockd.log"), "ab")
         env = dict(os.environ, AIRLOCK_DATA_DIR=self.dir)
+        env.update(extra_env or getattr(self, "extra_env", {}) or {})
+        self.extra_env = extra_env or getattr(self, "extra_env", None)
         self.proc = subprocess.Popen([self.binary, "-c", "/dev/null", "--data-dir", self.dir,
                                       "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
                                      stderr=self.log, env=env)
@@ -128,6 +130,28 @@ class Daemon:
                 return log[max(0, i - 200):i + 3000]
         return None
 
+    def gateway_pids(self):
+        """airlock-gateway processes serving this data dir (found by their control socket)."""
+        ctl = os.path.join(self.dir, "run", "gateway.sock")
+        pids = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"--ctl" in args and ctl.encode() in args:
+                pids.append(int(p))
+        return pids
+
     def cleanup(self):
         self.kill(signal.SIGTERM)
+        # The gateway outlives airlockd by design; this test's one must not outlive the test.
+        for pid in self.gateway_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         subprocess.run(["rm", "-rf", "--one-file-system", self.dir])

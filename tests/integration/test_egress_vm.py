@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Egress through the real gateway from a real microVM (TCG here): the
+representative set of issue 6 (the full attack matrix runs against a netns
+stand-in guest in test_egress.py). The daemon's gateway dials from the test
+internet's upstream namespace (tests/testnet), never the real one.
+
+Every check asserts something observable: what the guest got, what reached
+(or never reached) the test internet's servers, and what the audit log says.
+"""
+import json, os, secrets, shlex, signal, subprocess, sys, time, traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testnet"))
+from daemon_client import Daemon, ApiError   # noqa: E402
+import testnet                                # noqa: E402
+
+failures = []
+passed = 0
+
+def check(name, cond, detail=""):
+    global passed
+    if cond:
+        passed += 1
+        print(f"ok   {name}", flush=True)
+    else:
+        failures.append(name)
+        print(f"FAIL {name} {detail}", flush=True)
+
+N = testnet.name
+ALLOWED, CDN_A, CDN_B = N("allowed"), N("cdn-a"), N("cdn-b")
+FORBIDDEN, UNLISTED, DB = N("forbidden"), N("unlisted"), N("db")
+A = testnet.ADDR
+
+def sh(c, sid, script, timeout_s=60):
+    """Run a shell snippet as root in the guest; (exit code, stdout, stderr) as text."""
+    code, sig, out, err = c.exec(sid, ["/bin/sh", "-c", script], timeout_s=timeout_s)
+    return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+def curl(c, sid, args):
+    return sh(c, sid, "curl -sS --max-time 20 " + args)
+
+def echo_json(out):
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {}
+
+def audit(c, sid, **q):
+    qs = "&".join(f"{k}={v}" for k, v in dict(sandbox=sid, limit=1000, **q).items())
+    return c.call("GET", "/v1/audit?" + qs)["records"]
+
+def denied(c, sid, pred):
+    return any(pred(r) for r in audit(c, sid, decision="deny"))
+
+def test_allowlist(d, c, logs, token):
+    sb = c.call("POST", "/v1/sandboxes", {"network": {"mode": "allowlist", "allow": [
+        ALLOWED, CDN_A, DB + ":5432"]}})
+    sid = sb["id"]
+    check("allowlist sandbox created", sb["state"] == "running", sb)
+
+    code, out, err = curl(c, sid, f"https://{ALLOWED}/hello")
+    j = echo_json(out)
+    check("curl: allowed HTTPS works through the gateway (guest trusts the airlock CA)",
+          code == 0 and j.get("role") == "allowed" and j.get("path") == "/hello", out + err)
+
+    code, out, err = sh(c, sid, "python3 -c 'import requests,sys; r=requests.get(\"https://%s/py\", timeout=20); "
+                        "print(r.status_code, r.json()[\"role\"])'" % ALLOWED)
+    check("python requests: allowed HTTPS works", code == 0 and out.strip() == "200 allowed",
+          out + err)
+
+    code, out, err = curl(c, sid, f"http://{ALLOWED}/plain")
+    check("plain HTTP on :80 to an allowed Host works",
+          code == 0 and echo_json(out).get("role") == "allowed", out + err)
+
+    m = logs.mark()
+    code, out, err = curl(c, sid, f"https://{FORBIDDEN}/")
+    check("a name outside the allowlist does not resolve (NXDOMAIN)", code == 6, f"{code} {err}")
+    check("... and the DNS query was audited as denied",
+          denied(c, sid, lambda r: r.get("kind") == "dns" and r.get("qname") == FORBIDDEN))
+
+    code, out, err = curl(c, sid, f"--resolve {FORBIDDEN}:443:{A['forbidden']} https://{FORBIDDEN}/")
+    check("/etc/hosts-style spoofing of a forbidden name is refused (SNI not allowed)",
+          code != 0 and not logs.since(m, "forbidden"), f"{code} {out} {err}")
+    check("... audited with the SNI",
+          denied(c, sid, lambda r: r.get("sni") == FORBIDDEN))
+
+    code, out, err = curl(c, sid, f"--resolve {ALLOWED}:443:{A['forbidden']} https://{ALLOWED}/pinned")
+    check("an allowed name pointed at another IP is dialled by name (reaches the allowed server)",
+          code == 0 and echo_json(out).get("role") == "allowed" and not logs.since(m, "forbidden"),
+          out + err)
+
+    code, out, err = curl(c, sid, f"--resolve {CDN_B}:443:{A['cdn']} https://{CDN_B}/")
+    check("shared CDN address: the forbidden name on the allowed name's IP is refused",
+          code != 0 and not logs.since(m, "cdn", sni=CDN_B), f"{code} {out} {err}")
+
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' -H 'Host: {CDN_B}' https://{CDN_A}/front")
+    check("domain fronting (SNI allowed, Host forbidden) gets 403",
+          out.strip() == "403" and not logs.since(m, "cdn", host=CDN_B), f"{code} {out} {err}")
+    check("... audited as a Host/SNI mismatch",
+          denied(c, sid, lambda r: r.get("kind") == "http" and r.get("host") == CDN_B))
+
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' https://{A['allowed']}/")
+    check("raw IP without a name is refused", code != 0 or out.strip() in ("403", "000"),
+          f"{code} {out} {err}")
+
+    code, out, err = sh(c, sid, "python3 - <<'PY'\n"
+        "import socket\n"
+        "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)\n"
+        f"s.sendto(b'quic-probe', ('{A['allowed']}', 443))\n"
+        "try:\n print('got', s.recvfrom(100))\nexcept OSError as e:\n print('none')\nPY")
+    time.sleep(0.5)
+    check("UDP/QUIC to 443 goes nowhere",
+          out.strip() == "none" and not logs.since(m, "packets", proto="udp", dst=A["allowed"]),
+          out + err)
+
+    code, out, err = sh(c, sid, f"ping -c1 -W2 {A['allowed']} >/dev/null 2>&1; echo $?; "
+                                "ping -c1 -W2 10.0.0.1 >/dev/null 2>&1; echo $?")
+    lines = out.split()
+    check("ICMP: only 10.0.0.1 answers pings", lines == ["1", "0"] or
+          (len(lines) == 2 and lines[0] != "0" and lines[1] == "0"), out + err)
+
+    code, out, err = curl(c, sid, "http://169.254.169.254/latest/meta-data/")
+    check("cloud metadata is unreachable", code != 0 and not logs.since(m, "metadata"),
+          f"{code} {out} {err}")
+
+    code, out, err = sh(c, sid, "python3 - <<'PY'\n"
+        "import socket\n"
+        f"s=socket.create_connection(('{DB}', 5432), timeout=10)\n"
+        "print(s.recv(100).decode().strip())\nPY")
+    check("a host:port rule (L4, 5432) works", code == 0 and out.strip() != "", out + err)
+
+    code, out, err = curl(c, sid, f"--max-time 5 https://{DB}:5433/")
+    check("another port on that host is refused", code != 0, f"{code} {out}")
+
+    # Credentials: the guest only has the placeholder; the upstream gets the value.
+    m = logs.mark()
+    code, out, err = curl(c, sid, f"-I -H 'Authorization: Bearer airlock:ECHO_TOKEN' https://{ALLOWED}/inject")
+    reqs = [r for r in logs.since(m, "allowed") if r.get("path") == "/inject"]
+    got = json.dumps(reqs)
+    check("credential injection: the upstream received the real value",
+          code == 0 and token in got and "airlock:ECHO_TOKEN" not in got, got[:500])
+    code, out, err = curl(c, sid, f"-I -H 'Authorization: Bearer airlock:ECHO_TOKEN' https://{CDN_A}/steal")
+    check("the placeholder sent to a host the secret is not bound to is refused, value not sent",
+          token.encode() not in logs.raw_since(m).replace(got.encode(), b"")
+          and not [r for r in logs.since(m, "cdn") if r.get("path") == "/steal"], f"{code} {out}")
+    check("... audited with the credential name",
+          denied(c, sid, lambda r: r.get("credential") == "ECHO_TOKEN"))
+
+    # Keep-alive: second request on one connection to another host is refused.
+    code, out, err = sh(c, sid, "python3 - <<'PY'\n"
+        "import socket, ssl\n"
+        "ctx=ssl.create_default_context()\n"
+        f"s=ctx.wrap_socket(socket.create_connection(('{CDN_A}',443), timeout=20), server_hostname='{CDN_A}')\n"
+        f"s.sendall(b'GET /one HTTP/1.1\\r\\nHost: {CDN_A}\\r\\n\\r\\n')\n"
+        "first=s.recv(65536).split(b'\\r\\n')[0]\n"
+        f"s.sendall(b'GET /two HTTP/1.1\\r\\nHost: {CDN_B}\\r\\n\\r\\n')\n"
+        "second=s.recv(65536).split(b'\\r\\n')[0]\n"
+        "print(first.decode(), '|', second.decode())\nPY")
+    parts = [p.strip() for p in out.split("|")]
+    check("keep-alive: first request allowed, second to another host refused on that request",
+          len(parts) == 2 and " 200" in parts[0] and " 403" in parts[1], out + err)
+    return sid
+
+def test_secret_never_in_guest(d, c, sid, token):
+    c.call("POST", f"/v1/sandboxes/{sid}/suspend", {})
+    snap = os.path.join(d.dir, "snapshots")
+    found = subprocess.run(["grep", "-rlaF", token, snap], capture_output=True, text=True).stdout
+    check("the secret value is in no snapshot file (guest memory, disk, device state)",
+          found.strip() == "" and os.path.isdir(snap), found)
+    logs = subprocess.run(["grep", "-rlaF", token, os.path.join(d.dir, "logs"),
+                           os.path.join(d.dir, "audit"), os.path.join(d.dir, "airlockd.log")],
+                          capture_output=True, text=True).stdout
+    check("the secret value is in no log (airlockd, gateway, audit, console)", logs.strip() == "", logs)
+    c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+    code, out, err = curl(c, sid, f"https://{ALLOWED}/after-resume")
+    check("after suspend/resume the sandbox is attached to the gateway again",
+          code == 0 and echo_json(out).get("role") == "allowed", out + err)
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+def test_full_mode(d, c, logs):
+    sid = c.call("POST", "/v1/sandboxes", {"network": {"mode": "full"}})["id"]
+    code, out, err = curl(c, sid, f"https://{UNLISTED}/full")
+    check("full mode: an unlisted host is reachable",
+          code == 0 and echo_json(out).get("role") == "unlisted", out + err)
+    m = logs.mark()
+    code, out, err = curl(c, sid, f"http://{N('metadata')}/")
+    check("full mode: a name rebinding to the metadata address is still denied",
+          code != 0 and not logs.since(m, "metadata"), f"{code} {out} {err}")
+    code, out, err = curl(c, sid, "--max-time 5 http://10.0.0.1:7070/healthz")
+    check("full mode: the host side of the island (10.0.0.1) is not a way in", code != 0,
+          f"{code} {out}")
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+def test_live_policy(d, c, logs):
+    sid = c.call("POST", "/v1/sandboxes", {"network": {"mode": "allowlist", "allow": [ALLOWED]}})["id"]
+    code, out, err = curl(c, sid, f"https://{UNLISTED}/")
+    check("before the update the unlisted host is refused", code != 0, out)
+    c.call("PATCH", f"/v1/sandboxes/{sid}", {"network": {"mode": "allowlist", "allow": [ALLOWED, UNLISTED]}})
+    code, out, err = curl(c, sid, f"https://{UNLISTED}/now")
+    check("PATCH network: the new rule applies live",
+          code == 0 and echo_json(out).get("role") == "unlisted", out + err)
+    try:
+        c.call("PATCH", f"/v1/sandboxes/{sid}", {"network": {"mode": "none"}})
+        check("PATCH network none on a sandbox with a NIC is refused", False)
+    except ApiError as e:
+        check("PATCH network none on a sandbox with a NIC is refused", e.status == 409, e.body)
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+def main():
+    binary = sys.argv[1]
+    root = os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
+    gwbin = os.path.join(os.path.dirname(os.path.dirname(binary)), "gateway", "airlock-gateway")
+    if not os.access(gwbin, os.X_OK):
+        print("skip: airlock-gateway not built")
+        return 77
+    testnet.up()
+    tp = testnet.paths()
+    logs = testnet.Logs()
+    d = Daemon(binary, root)
+    token = "s3cr3t-" + secrets.token_hex(16)
+    try:
+        c = d.start({"AIRLOCK_GATEWAY_NETNS": "/run/netns/" + testnet.NS_UP,
+                     "AIRLOCK_GATEWAY_RESOLVER": testnet.ADDR["dns"],
+                     "AIRLOCK_GATEWAY_UPSTREAM_CA": tp["ca"]})
+        c.call("PUT", "/v1/secrets/ECHO_TOKEN", {"value": token, "hosts": [ALLOWED],
+               "header": "Authorization", "format": "Bearer {value}", "scope": "global"})
+        for name, fn in (("allowlist", lambda: test_allowlist(d, c, logs, token)),
+                         ("full", lambda: test_full_mode(d, c, logs)),
+                         ("live policy", lambda: test_live_policy(d, c, logs))):
+            print(f"-- {name}", flush=True)
+            try:
+                sid = fn()
+                if name == "allowlist":
+                    test_secret_never_in_guest(d, c, sid, token)
+            except Exception as e:
+                traceback.print_exc()
+                check(f"{name} raised no exception", False, repr(e))
+        d.kill(signal.SIGTERM)
+        report = d.sanitizer_report()
+        check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
+        check("the gateway exited with airlockd's graceful shutdown (nothing attached)",
+              not d.gateway_pids(), d.gateway_pids())
+    finally:
+        if failures:
+            print("airlockd log tail:\n" + d.logtail(), flush=True)
+            try:
+                print("gateway log tail:\n" + open(os.path.join(d.dir, "logs", "gateway.log")).read()[-4000:])
+            except OSError:
+                pass
+        d.cleanup()
+    print(f"{passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
