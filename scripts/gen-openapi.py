@@ -24,9 +24,20 @@ strmap = {"type": "object", "additionalProperties": {"type": "string"}}
 schemas = {
   "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
       "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+  "Rate": {"type": "object", "additionalProperties": False, "properties": {
+      "rps": {"type": "number", "minimum": 0}, "bps": {"type": "number", "minimum": 0}}},
+  "Rule": {"oneOf": [
+      {"type": "string", "description": "host, *.domain, host:port or cidr:port"},
+      {"type": "object", "additionalProperties": False, "properties": {
+          "host": {"type": "string"}, "cidr": {"type": "string"},
+          "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+          "methods": {"type": "array", "items": {"type": "string"}},
+          "paths": {"type": "array", "items": {"type": "string"}},
+          "rate": ref("Rate")}}]},
   "Network": {"type": "object", "additionalProperties": False, "properties": {
       "mode": {"type": "string", "enum": ["none", "allowlist", "full"]},
-      "allow": {"type": "array", "items": {"type": "string"}}}},
+      "allow": {"type": "array", "items": ref("Rule"), "maxItems": 256},
+      "rate": ref("Rate")}},
   "NewSandbox": {"type": "object", "additionalProperties": False, "properties": {
       "template": {"type": "string", "default": "base"},
       "vcpus": {"type": "integer", "minimum": 1, "maximum": 16, "default": 2},
@@ -48,7 +59,7 @@ schemas = {
       "error": {"type": "string", "nullable": True}}},
   "PatchSandbox": {"type": "object", "additionalProperties": False, "properties": {
       "timeout_s": {"type": "integer"}, "idle_timeout_s": {"type": "integer"},
-      "auto_pause": {"type": "boolean"}, "metadata": strmap}},
+      "auto_pause": {"type": "boolean"}, "metadata": strmap, "network": ref("Network")}},
   "Exec": {"type": "object", "additionalProperties": False, "required": ["cmd"], "properties": {
       "cmd": {"type": "array", "items": {"type": "string"}, "minItems": 1}, "env": strmap,
       "cwd": {"type": "string"}, "user": {"type": "string", "enum": ["user", "root"]},
@@ -92,7 +103,7 @@ paths = {
         [{"name": n, "in": "query", "schema": {"type": t}} for n, t in
          (("state", "string"), ("metadata", "string"), ("limit", "integer"), ("after", "string"))])},
   sb: {"get": op("Get a sandbox", ok(200, ref("Sandbox")), [idp]),
-       "patch": op("Change timeouts or metadata", ok(200, ref("Sandbox")), [idp], body(ref("PatchSandbox"))),
+       "patch": op("Change timeouts, metadata or the network policy (live)", ok(200, ref("Sandbox")), [idp], body(ref("PatchSandbox"))),
        "delete": op("Delete a sandbox", ok(204), [idp])},
   sb + "/pause": {"post": op("Pause (memory resident)", ok(200, ref("Sandbox")), [idp])},
   sb + "/resume": {"post": op("Resume from paused or suspended", ok(200, ref("Sandbox")), [idp])},
