@@ -36,6 +36,7 @@ struct gw_audit;
 struct gw_certs;
 struct gw_pins;
 struct gw_conn;
+struct gw_dns;
 
 /* Counters per sandbox, reported by the `stats` control op. */
 struct gw_counters {
@@ -67,6 +68,7 @@ struct gw_sandbox {
 	int				 dns_fd;	/* UDP, inside the island */
 	struct evconnlistener		*listener;
 	struct event			*dns_ev;
+	struct gw_dns			*dns;		/* gw_dns.c: its rate bucket and pending lookups */
 
 	struct gw_pins			*pins;		/* names this sandbox resolved (gw_resolve.h) */
 	struct gw_bucket		 req_bucket;	/* policy->rate.rps */
