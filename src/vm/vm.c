@@ -3,6 +3,7 @@
  * console capture, snapshot/restore fast path (qemu-notes.md §3c).
  */
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -27,15 +28,17 @@
 #include "storage/stor_snapshot.h"
 #include "vm/qemu_argv.h"
 #include "vm/vm.h"
+#include "vm/vm_adopt.h"
 #include "vm/vm_jail.h"
 #include "vm/vm_qmp.h"
 
 #define VM_F_DEAD	0x1	/* process reaped */
 #define VM_F_CLOSED	0x2	/* QMP closed (or never came up) */
 #define VM_F_WANT_EXIT	0x4	/* stop/suspend asked for the exit */
+#define VM_F_ADOPTED	0x8	/* not our child: init reaps it, its status is lost */
 
 enum vm_op { VM_OP_NONE, VM_OP_BOOT, VM_OP_RESTORE, VM_OP_PAUSE, VM_OP_RESUME,
-	VM_OP_SNAPSHOT, VM_OP_STOP };
+	VM_OP_SNAPSHOT, VM_OP_STOP, VM_OP_ADOPT };
 
 struct vm {
 	struct event_base	*vm_base;
@@ -218,8 +221,8 @@ vm_op_fail(struct vm *vm, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		abort();
 	va_end(ap);
-	if (vm->vm_op == VM_OP_BOOT || vm->vm_op == VM_OP_RESTORE) {
-		/* Nothing half-started: the VMM goes, the caller sees why. */
+	if (vm->vm_op == VM_OP_BOOT || vm->vm_op == VM_OP_RESTORE || vm->vm_op == VM_OP_ADOPT) {
+		/* Nothing half-started (or half-adopted): the VMM goes, the caller sees why. */
 		qlog = NULL;
 		if (vm->vm_sb != NULL && read_file(vm->vm_sb->ss_qemulog, 4096, &qlog, NULL,
 		    NULL) == 0 && *qlog != '\0') {
@@ -389,9 +392,11 @@ static void
 vm_pid_exited(evutil_socket_t fd, short ev, void *arg)
 {
 	struct vm *vm = arg;
-	int status;
+	int status = 0;
 
-	if (waitpid(vm->vm_pid, &status, WNOHANG) != vm->vm_pid)
+	/* An adopted VMM is not our child: the pidfd only says it exited. */
+	if (!(vm->vm_flags & VM_F_ADOPTED) &&
+	    waitpid(vm->vm_pid, &status, WNOHANG) != vm->vm_pid)
 		return;
 	vm->vm_status = status;
 	vm->vm_flags |= VM_F_DEAD;
@@ -405,7 +410,13 @@ vm_exit_reason(struct vm *vm)
 	int st = vm->vm_status;
 	char *r;
 
-	if (WIFEXITED(st))
+	if ((vm->vm_flags & VM_F_ADOPTED) && vm_cgroup_oom_kills(&vm->vm_cg) > 0)
+		xasprintf(&r, "VMM killed by the kernel OOM killer (cgroup memory limit)");
+	else if (vm->vm_flags & VM_F_ADOPTED)
+		xasprintf(&r, "VMM exited (status unknown: adopted after an airlockd restart)%s%s%s",
+		    vm->vm_guest_stop ? " (" : "", vm->vm_guest_stop ? vm->vm_guest_stop : "",
+		    vm->vm_guest_stop ? ")" : "");
+	else if (WIFEXITED(st))
 		xasprintf(&r, "VMM exited with status %d%s%s%s", WEXITSTATUS(st),
 		    vm->vm_guest_stop ? " (" : "", vm->vm_guest_stop ? vm->vm_guest_stop : "",
 		    vm->vm_guest_stop ? ")" : "");
@@ -655,6 +666,7 @@ vm_qmp_closed(struct qmp *q, const char *reason, void *arg)
 }
 
 static void vm_boot_cont(struct qmp *, json_t *, const char *, void *);
+static void vm_adopt_status(struct qmp *, json_t *, const char *, void *);
 static void vm_restore_caps(struct qmp *, json_t *, const char *, void *);
 
 static void
@@ -687,6 +699,10 @@ vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 	}
 	if (vm->vm_op == VM_OP_BOOT) {
 		vm_cmd(vm, "cont", NULL, vm_boot_cont);
+		return;
+	}
+	if (vm->vm_op == VM_OP_ADOPT) {
+		vm_cmd(vm, "query-status", NULL, vm_adopt_status);
 		return;
 	}
 	caps = json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared",
@@ -763,6 +779,97 @@ vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 		return NULL;
 	}
 	return vm;
+}
+
+/* --- adopt ----------------------------------------------------------- */
+
+static void
+vm_adopt_status(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	const char *st;
+
+	/* A reply that outlived its operation (stop cancelled it). */
+	if (vm->vm_op != VM_OP_ADOPT)
+		return;
+	if (error != NULL) {
+		vm_op_fail(vm, "query-status: %s", error);
+		return;
+	}
+	st = json_string_value(json_object_get(ret, "status"));
+	if (st != NULL && strcmp(st, "running") == 0)
+		vm->vm_state = VM_RUNNING;
+	else if (st != NULL && strcmp(st, "paused") == 0)
+		vm->vm_state = VM_PAUSED;
+	else {
+		/* E.g. postmigrate: a snapshot the previous daemon never finished. */
+		vm_op_fail(vm, "adopt: the VM is %s, not running or paused", st ? st : "?");
+		return;
+	}
+	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
+	vm_op_done(vm, NULL);
+}
+
+struct vm *
+vm_adopt(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
+    vm_done_cb done, void *arg, char **cause)
+{
+	struct qmp_callbacks qcb = { vm_qmp_ready, vm_qmp_event, vm_qmp_closed, NULL };
+	struct vm_cgroup cg;
+	struct vm_proc vp;
+	struct vm_spec spec;
+	struct stat st;
+	struct vm *vm;
+	struct timespec t0;
+	int logfd;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (vm_proc_find(cfg->name, cfg->sandbox->ss_uid, &vp, cause) == -1)
+		goto bad;
+	if (vp.vp_memory_mb != cfg->memory_mb || vp.vp_vcpus != cfg->vcpus) {
+		cause_set(cause, "VMM pid %d has %u MiB / %u vCPUs, the sandbox %u MiB / %u vCPUs",
+		    (int)vp.vp_pid, vp.vp_memory_mb, vp.vp_vcpus, cfg->memory_mb, cfg->vcpus);
+		close(vp.vp_pidfd);
+		goto bad;
+	}
+	if (vm_cgroup_open(cfg->cgroup_root, cfg->name, vp.vp_pid, &cg, cause) == -1) {
+		close(vp.vp_pidfd);
+		goto bad;
+	}
+	/* The guest printed on while nobody listened; QEMU dropped it. Append. */
+	if ((logfd = open(cfg->sandbox->ss_console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1) {
+		cause_set(cause, "open %s: %s", cfg->sandbox->ss_console, strerror(errno));
+		vm_cgroup_clear(&cg);
+		close(vp.vp_pidfd);
+		goto bad;
+	}
+	/* From here on the VM owns the pidfd, cgroup and log: vm_free releases them. */
+	vm = vm_new(base, cfg, ev, done, arg);
+	vm->vm_t0 = t0;
+	vm->vm_op = VM_OP_ADOPT;
+	vm->vm_flags |= VM_F_ADOPTED;
+	vm->vm_own_mem = vp.vp_own_mem;
+	vm->vm_pid = vp.vp_pid;
+	vm->vm_pidfd = vp.vp_pidfd;
+	vm->vm_cg = cg;
+	vm->vm_logfd = logfd;
+	if (fstat(logfd, &st) == 0)
+		vm->vm_logsize = (size_t)st.st_size;
+	/* The snapshot header's device list, as vm_spawn derives it at boot. */
+	vm_spec_common(cfg, &spec);
+	spec.net = vp.vp_net;
+	qemu_argv_devices(&spec, vm->vm_devices, sizeof(vm->vm_devices));
+	vm->vm_pidev = event_new(vm->vm_base, vm->vm_pidfd, EV_READ | EV_PERSIST,
+	    vm_pid_exited, vm);
+	event_add(vm->vm_pidev, NULL);
+	qcb.arg = vm;
+	vm->vm_qmp = qmp_connect(vm->vm_base, vm->vm_qmp_path, VM_QMP_TIMEOUT_MS, &qcb, cause);
+	qmp_expect_peer_uid(vm->vm_qmp, vm->vm_sb->ss_uid);
+	return vm;
+bad:
+	cause_wrap(cause, "adopt %s", cfg->name);
+	return NULL;
 }
 
 /* --- restore --------------------------------------------------------- */
@@ -1510,8 +1617,15 @@ vm_free(struct vm *vm)
 			syscall(SYS_pidfd_send_signal, vm->vm_pidfd, SIGKILL, NULL, 0);
 		else
 			kill(vm->vm_pid, SIGKILL);
-		while (waitpid(vm->vm_pid, NULL, 0) == -1 && errno == EINTR)
-			;
+		if (vm->vm_flags & VM_F_ADOPTED) {
+			/* Not our child: wait for the exit itself (init reaps it). */
+			struct pollfd pfd = { vm->vm_pidfd, POLLIN, 0 };
+			while (poll(&pfd, 1, VM_QUIT_TIMEOUT_MS) == -1 && errno == EINTR)
+				;
+		} else {
+			while (waitpid(vm->vm_pid, NULL, 0) == -1 && errno == EINTR)
+				;
+		}
 		vm->vm_flags |= VM_F_DEAD;
 	}
 	if (vm->vm_pidev != NULL)

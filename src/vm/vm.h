@@ -105,6 +105,21 @@ struct vm *vm_restore(struct event_base *base, const struct vm_config *cfg,
     const char *snapdir, enum vm_restore_mem mode, int base_memfd,
     vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
 
+/*
+ * Take over the VMM of cfg->sandbox that a previous airlockd started and
+ * left running (SIGKILL, crash: QEMU has no parent-death signal). It is
+ * found by the sandbox's jail uid and checked (executable, command line,
+ * uids, cgroup, memory and vCPUs as in cfg); then QMP and the console are
+ * reconnected and query-status tells running or paused. done runs when it
+ * is known; from then on the VM behaves as one from vm_boot, except that
+ * the VMM is not our child: its exit is seen through a pidfd, but its exit
+ * status is not. On a synchronous failure (no such VMM, a mismatch)
+ * nothing is changed: the caller decides what happens to the process.
+ * Console output from while no daemon was connected is lost (QEMU drops it).
+ */
+struct vm *vm_adopt(struct event_base *base, const struct vm_config *cfg,
+    vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
+
 int vm_pause(struct vm *vm, vm_done_cb done, char **cause);
 int vm_resume(struct vm *vm, vm_done_cb done, char **cause);
 

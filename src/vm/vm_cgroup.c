@@ -366,32 +366,32 @@ vm_cgroup_destroy(struct vm_cgroup *cg, char **cause)
 	return rc;
 }
 
-int
-vm_cgroup_remove_stale(const char *root, const char *name, char **cause)
+/* The existing cgroup dirs of sandbox name (memory only: nothing is created). */
+static int
+vm_cgroup_find(const char *root, const char *name, struct vm_cgroup *cg, char **cause)
 {
-	struct vm_cgroup cg;
 	char *self, *dir, *v2;
 	int i;
 
-	memset(&cg, 0, sizeof(cg));
+	memset(cg, 0, sizeof(*cg));
 	if (!paths_valid_name(name)) {
 		cause_set(cause, "cgroup: invalid name \"%s\"", name);
 		return -1;
 	}
 	root = vm_cgroup_root(root);
-	cg.vc_mode = vm_cgroup_detect(root);
-	if (cg.vc_mode == VM_CGROUP_V1) {
+	cg->vc_mode = vm_cgroup_detect(root);
+	if (cg->vc_mode == VM_CGROUP_V1) {
 		for (i = 0; i < VM_CGROUP_V1_MAX; i++) {
 			self = vm_cgroup_self(vm_cgroup_v1_ctrls[i]);
 			xasprintf(&dir, "%s/%s%s%s" VM_CGROUP_PARENT "/%s", root,
 			    vm_cgroup_v1_ctrls[i], self, strcmp(self, "/") == 0 ? "" : "/", name);
 			free(self);
 			if (access(dir, F_OK) == 0)
-				vm_cgroup_add(&cg, dir);
+				vm_cgroup_add(cg, dir);
 			else
 				free(dir);
 		}
-	} else if (cg.vc_mode == VM_CGROUP_V2) {
+	} else if (cg->vc_mode == VM_CGROUP_V2) {
 		v2 = vm_cgroup_v2_dir(root);
 		self = vm_cgroup_self(NULL);
 		xasprintf(&dir, "%s%s/" VM_CGROUP_PARENT "/%s", v2,
@@ -399,11 +399,74 @@ vm_cgroup_remove_stale(const char *root, const char *name, char **cause)
 		free(self);
 		free(v2);
 		if (access(dir, F_OK) == 0)
-			vm_cgroup_add(&cg, dir);
+			vm_cgroup_add(cg, dir);
 		else
 			free(dir);
 	}
+	return 0;
+}
+
+int
+vm_cgroup_remove_stale(const char *root, const char *name, char **cause)
+{
+	struct vm_cgroup cg;
+
+	if (vm_cgroup_find(root, name, &cg, cause) == -1)
+		return -1;
 	return vm_cgroup_destroy(&cg, cause);
+}
+
+void
+vm_cgroup_clear(struct vm_cgroup *cg)
+{
+	int i;
+
+	for (i = 0; i < cg->vc_ndirs; i++) {
+		free(cg->vc_dirs[i]);
+		free(cg->vc_procs[i]);
+	}
+	memset(cg, 0, sizeof(*cg));
+}
+
+/* 1 when pid is listed in the cgroup.procs file procs. */
+static int
+vm_cgroup_has_pid(const char *procs, pid_t pid)
+{
+	char *text = NULL, *line, *save = NULL;
+	int found = 0;
+
+	if (read_file(procs, 1 << 20, &text, NULL, NULL) == -1)
+		return 0;
+	for (line = strtok_r(text, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save))
+		found = atoi(line) == (int)pid;
+	free(text);
+	return found;
+}
+
+int
+vm_cgroup_open(const char *root, const char *name, pid_t pid, struct vm_cgroup *cg,
+    char **cause)
+{
+	int i, want;
+
+	if (vm_cgroup_find(root, name, cg, cause) == -1)
+		return -1;
+	want = cg->vc_mode == VM_CGROUP_V1 ? VM_CGROUP_V1_MAX : 1;
+	if (cg->vc_ndirs != want) {
+		cause_set(cause, "cgroup %s: %d of %d %s directories exist", name, cg->vc_ndirs,
+		    want, vm_cgroup_mode_name(cg->vc_mode));
+		vm_cgroup_clear(cg);
+		return -1;
+	}
+	/* A VMM outside its cgroup would run without its limits. */
+	for (i = 0; i < cg->vc_ndirs; i++) {
+		if (!vm_cgroup_has_pid(cg->vc_procs[i], pid)) {
+			cause_set(cause, "pid %d is not in its cgroup %s", (int)pid, cg->vc_dirs[i]);
+			vm_cgroup_clear(cg);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* "key N" from a flat keyed file. */

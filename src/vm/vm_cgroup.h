@@ -17,6 +17,7 @@
 #define AIRLOCK_VM_CGROUP_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #define VM_CGROUP_PARENT	"airlock"
 #define VM_CGROUP_V1_MAX	3		/* memory, cpu, pids */
@@ -53,6 +54,16 @@ int vm_cgroup_destroy(struct vm_cgroup *cg, char **cause);
  * (empty cgroups only; a live VMM's cgroup stays). 0 when none remain.
  */
 int vm_cgroup_remove_stale(const char *root, const char *name, char **cause);
+
+/*
+ * After a daemon restart: the cgroup of sandbox name's live VMM (pid), for
+ * a VMM being adopted. Fails unless every directory exists and holds pid.
+ */
+int vm_cgroup_open(const char *root, const char *name, pid_t pid, struct vm_cgroup *cg,
+    char **cause);
+
+/* Free memory only (the directories stay). */
+void vm_cgroup_clear(struct vm_cgroup *cg);
 
 /* Number of OOM kills in this cgroup so far (0 if unknown). */
 long vm_cgroup_oom_kills(const struct vm_cgroup *cg);

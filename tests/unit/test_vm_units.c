@@ -19,6 +19,7 @@
 #include "storage/stor_sandbox.h"
 #include "storage/stor_snapshot.h"
 #include "vm/qemu_argv.h"
+#include "vm/vm_adopt.h"
 #include "vm/vm_cgroup.h"
 #include "t.h"
 
@@ -94,6 +95,81 @@ static void
 mkfile(const char *path, const char *content)
 {
 	CHECK(write_file_atomic(path, content, strlen(content), 0644, NULL) == 0);
+}
+
+/* argv joined as /proc/PID/cmdline shows it. */
+static char *
+cmdline(const struct argv *a, size_t *len)
+{
+	char *buf = NULL;
+	size_t i, n = 0, l;
+
+	for (i = 0; i < a->ac; i++) {
+		l = strlen(a->av[i]) + 1;
+		buf = xreallocarray(buf, n + l, 1);
+		memcpy(buf + n, a->av[i], l);
+		n += l;
+	}
+	*len = n;
+	return buf;
+}
+
+static void
+test_adopt_cmdline(void)
+{
+	struct vm_spec s;
+	struct vm_proc vp;
+	struct argv a;
+	char *cause = NULL, *cmd;
+	size_t len;
+
+	memset(&s, 0, sizeof(s));
+	s.accel = VM_ACCEL_TCG;
+	s.tsc_khz = 2600000;
+	s.vcpus = 2;
+	s.memory_mb = 384;
+	s.rootfs = "/sandbox/rootfs.ext4";
+	s.console_socket = "/sandbox/console.sock";
+	s.qmp_socket = "/sandbox/qmp.sock";
+	s.agent_socket = "/sandbox/agent.sock";
+	s.kernel = "/ro/vmlinux";
+	s.initrd = "/ro/initrd";
+	s.mem_path = "/sandbox/mem";
+	s.mem_share = 1;
+	s.seccomp = 1;
+	s.name = "sb1";
+	CHECK(qemu_argv_build(&s, &a, &cause) == 0);
+	cmd = cmdline(&a, &len);
+	CHECK(vm_proc_check_cmdline(cmd, len, "sb1", &vp, &cause) == 0);
+	CHECK(vp.vp_memory_mb == 384 && vp.vp_vcpus == 2 && !vp.vp_net && vp.vp_own_mem);
+	CHECK(vm_proc_check_cmdline(cmd, len, "sb2", &vp, &cause) == -1);
+	CHECK_CAUSE(cause, "not \"sb2\"");
+	free(cause);
+	cause = NULL;
+	/* Truncated: the last argument has no NUL. */
+	CHECK(vm_proc_check_cmdline(cmd, len - 1, "sb1", &vp, &cause) == -1);
+	free(cause);
+	cause = NULL;
+	free(cmd);
+	argv_free(&a);
+	/* A shared-base clone with a NIC: cannot snapshot, has virtio-net. */
+	s.kernel = s.initrd = NULL;
+	s.mem_path = "/proc/self/fd/4";
+	s.mem_share = 0;
+	s.incoming = 1;
+	s.net = 1;
+	s.tap_fd = 5;
+	s.guest_mac = "52:54:00:0a:00:02";
+	CHECK(qemu_argv_build(&s, &a, &cause) == 0);
+	cmd = cmdline(&a, &len);
+	CHECK(vm_proc_check_cmdline(cmd, len, "sb1", &vp, &cause) == 0);
+	CHECK(vp.vp_net && !vp.vp_own_mem);
+	free(cmd);
+	argv_free(&a);
+	/* Some other program that happens to run as the uid. */
+	CHECK(vm_proc_check_cmdline("/bin/sleep\0" "100\0", 15, "sb1", &vp, &cause) == -1);
+	CHECK_CAUSE(cause, "not QEMU");
+	free(cause);
 }
 
 static void
@@ -194,15 +270,26 @@ test_cgroup_real(void)
 		pid_t child = fork();
 
 		if (child == 0) {
-			int fd = open(cg.vc_procs[0], O_WRONLY);
-			if (fd == -1 || write(fd, "0", 1) != 1)
-				_exit(1);
+			for (i = 0; i < cg.vc_ndirs; i++) {
+				int fd = open(cg.vc_procs[i], O_WRONLY);
+				if (fd == -1 || write(fd, "0", 1) != 1)
+					_exit(1);
+				close(fd);
+			}
 			pause();
 			_exit(0);
 		}
 		usleep(200000);
 		CHECK(vm_cgroup_create(NULL, name, &lim, &dup, &cause) == -1);
 		CHECK_CAUSE(cause, "still in use");
+		free(cause);
+		cause = NULL;
+		/* Adoption after a restart finds the dirs by name and the pid in them. */
+		CHECK(vm_cgroup_open(NULL, name, child, &dup, &cause) == 0);
+		CHECK(dup.vc_ndirs == cg.vc_ndirs);
+		vm_cgroup_clear(&dup);
+		CHECK(vm_cgroup_open(NULL, name, getpid(), &dup, &cause) == -1);
+		CHECK_CAUSE(cause, "is not in its cgroup");
 		free(cause);
 		cause = NULL;
 		kill(child, SIGKILL);
@@ -383,6 +470,7 @@ main(void)
 		return 1;
 	}
 	T_RUN(test_argv_driver);
+	T_RUN(test_adopt_cmdline);
 	T_RUN(test_cgroup_detect);
 	T_RUN(test_cgroup_real);
 	T_RUN(test_snapshot_header);
