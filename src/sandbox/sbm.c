@@ -57,6 +57,7 @@ struct sandbox {
 	char			*console;	/* console log path (kept after release) */
 	int			 boot_slot;	/* holds one of the manager's boot slots */
 	int			 boot_waiting;	/* queued in boot_wait */
+	uid_t			 adopt_uid;	/* SB_OP_ADOPT: the jail uid its claim names */
 	TAILQ_ENTRY(sandbox)	 entry;
 	TAILQ_ENTRY(sandbox)	 wait_entry;
 };
@@ -82,6 +83,8 @@ struct sbm {
 };
 
 static void sb_run_next(struct sandbox *sb);
+static void sb_adopt_fail(struct sandbox *sb, const char *why);
+static void sb_adopt_check(struct sandbox *sb);
 static void sb_release(struct sandbox *sb);
 static void sb_boot_slot_release(struct sandbox *sb);
 
@@ -285,6 +288,10 @@ sb_deadline_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sandbox *sb = arg;
 
+	if (sb->cur != NULL && sb->cur->kind == SB_OP_ADOPT) {
+		sb_adopt_fail(sb, "timed out waiting for the VM and its guest agent");
+		return;
+	}
 	sb_fail(sb, "timed out waiting for the guest agent", 504);
 }
 
@@ -449,6 +456,11 @@ sb_agent_up(struct agent_client *ac, void *arg)
 	struct sandbox *sb = arg;
 
 	sb->agent_up = 1;
+	/* An adopted guest was initialized long ago: only check that it answers. */
+	if (sb->cur != NULL && sb->cur->kind == SB_OP_ADOPT && sb->init_req == NULL) {
+		sb_adopt_check(sb);
+		return;
+	}
 	/* The first session after a boot or restore carries /init. */
 	if (sb->cur != NULL && (sb->cur->kind == SB_OP_CREATE || sb->cur->kind == SB_OP_RESUME) &&
 	    sb->init_req == NULL && (sb_is(sb, "creating") || sb_is(sb, "resuming")))
@@ -522,6 +534,24 @@ sb_vm_ready(struct vm *vm, const char *error, void *arg)
 	sb_deadline_set(sb, SBM_BOOT_TIMEOUT_MS);
 }
 
+/* The VM config of boot, restore and adopt; tp NULL: no kernel (adopt). */
+static void
+sb_vm_config(struct sandbox *sb, const struct template_paths *tp, struct vm_config *vc)
+{
+	memset(vc, 0, sizeof(*vc));
+	vc->name = sb->rec.id;
+	vc->template_name = sb->rec.template_name;
+	vc->kernel_id = sb->m->kernel_id;
+	vc->kernel = tp ? tp->kernel : NULL;
+	vc->initrd = tp ? tp->initrd : NULL;
+	vc->accel = sb->m->accel.accel;
+	vc->tsc_khz = sb->m->accel.tsc_khz;
+	vc->vcpus = sb->rec.vcpus;
+	vc->memory_mb = sb->rec.memory_mb;
+	vc->sandbox = &sb->stor;
+	vc->netns_fd = vc->tap_fd = -1;
+}
+
 /* Disk, island and VM config shared by boot and restore. */
 static int
 sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
@@ -549,17 +579,7 @@ sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
 		    (*tap_fd = net_island_open_tap(&sb->island, cause)) == -1)
 			return -1;
 	}
-	memset(vc, 0, sizeof(*vc));
-	vc->name = sb->rec.id;
-	vc->template_name = sb->rec.template_name;
-	vc->kernel_id = sb->m->kernel_id;
-	vc->kernel = tp->kernel;
-	vc->initrd = tp->initrd;
-	vc->accel = sb->m->accel.accel;
-	vc->tsc_khz = sb->m->accel.tsc_khz;
-	vc->vcpus = sb->rec.vcpus;
-	vc->memory_mb = sb->rec.memory_mb;
-	vc->sandbox = &sb->stor;
+	sb_vm_config(sb, tp, vc);
 	vc->netns_fd = *netns_fd;
 	vc->tap_fd = *tap_fd;
 	return 0;
@@ -626,6 +646,140 @@ sb_op_resume_suspended(struct sandbox *sb)
 	template_paths_free(&tp);
 	free(rootfs);
 	free(snapdir);
+}
+
+/* --- adopt: a live VM left by the previous airlockd --------------------- */
+
+/*
+ * Adoption failed: stop the VM and fail the sandbox, as recovery did before
+ * adoption existed. Without a struct vm there is no pidfd to kill through:
+ * the leftovers go by name and uid, as for any sandbox recovery gives up on.
+ */
+static void
+sb_adopt_fail(struct sandbox *sb, const char *why)
+{
+	char *msg;
+
+	xasprintf(&msg, "airlockd restarted while the sandbox was %s and could not adopt its "
+	    "VM, which was stopped: %s", sb->rec.state, why);
+	if (sb->vm == NULL) {
+		if (sb->have_island) {
+			net_island_free(&sb->island);
+			sb->have_island = 0;
+		}
+		if (sb->have_stor) {
+			stor_sandbox_free(&sb->stor);
+			sb->have_stor = 0;
+		}
+		sbm_cleanup_host(sb->rec.id);
+	}
+	sb_fail(sb, msg, 500);
+	free(msg);
+}
+
+/* Adopted: the state is the VM's (a pause or resume may have been cut short). */
+static void
+sb_adopt_done(struct sandbox *sb)
+{
+	const char *state = vm_state(sb->vm) == VM_PAUSED ? "paused" : "running";
+
+	log_info("sandbox %s: adopted its %s VM (pid %d)", sb->rec.id, state,
+	    (int)vm_pid(sb->vm));
+	/* Nobody could use it while the daemon was down: idle time starts now. */
+	sb_touch(sb);
+	if (!sb_is(sb, state))
+		sb_set_state(sb, state, NULL);
+	else
+		sb_save(sb);
+	sb_event(sb, "adopted", json_pack("{s:s}", "state", state));
+	sb_op_finish(sb, NULL, 0);
+}
+
+static void
+sb_adopt_health(int status, json_t *resp, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+	char why[64], *msg;
+
+	sb->init_req = NULL;
+	if (error == NULL && status >= 300) {
+		snprintf(why, sizeof(why), "/health answered %d", status);
+		error = why;
+	}
+	if (error != NULL) {
+		xasprintf(&msg, "guest agent: %s", error);
+		sb_adopt_fail(sb, msg);
+		free(msg);
+		return;
+	}
+	sb_adopt_done(sb);
+}
+
+/* The channel is up again (the agent reset its streams): does envd answer? */
+static void
+sb_adopt_check(struct sandbox *sb)
+{
+	char *cause = NULL, *msg;
+
+	sb->init_req = envd_call_json(sb->agent, "GET", "/health", NULL, NULL, sb_adopt_health,
+	    sb, &cause);
+	if (sb->init_req == NULL) {
+		xasprintf(&msg, "guest agent: %s", cause);
+		sb_adopt_fail(sb, msg);
+		free(msg);
+		free(cause);
+	}
+}
+
+static void
+sb_adopted_vm(struct vm *vm, const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	if (error != NULL) {
+		sb_adopt_fail(sb, error);
+		return;
+	}
+	sb->agent = agent_client_new_connect(sb->m->base, sb->rec.id, sb_agent_dial, &sb_agent_cbs,
+	    sb);
+	/* A stopped guest cannot answer; its channel comes up once it resumes. */
+	if (vm_state(vm) == VM_PAUSED)
+		sb_adopt_done(sb);
+}
+
+/*
+ * Its dir, uid claim, cgroup and island are in use by the live VMM: attach
+ * to them instead of creating (and never reclaim them as stale).
+ */
+static void
+sb_op_adopt(struct sandbox *sb)
+{
+	const char *mode = json_string_value(json_object_get(sb->rec.network, "mode"));
+	struct vm_config vc;
+	char *cause = NULL;
+
+	if (stor_sandbox_attach(sb->rec.id, sb->adopt_uid, &sb->stor, &cause) == -1)
+		goto bad;
+	sb->have_stor = 1;
+	free(sb->console);
+	sb->console = xstrdup(sb->stor.ss_console);
+	if (mode != NULL && strcmp(mode, "none") != 0) {
+		sb->island.ni_name = xstrdup(sb->rec.id);
+		sb->island.ni_path = net_island_path(sb->rec.id);
+		sb->have_island = 1;
+		if (!path_exists(sb->island.ni_path)) {
+			cause_set(&cause, "its island %s is gone", sb->island.ni_path);
+			goto bad;
+		}
+	}
+	sb_vm_config(sb, NULL, &vc);
+	if ((sb->vm = vm_adopt(sb->m->base, &vc, sb_vm_event, sb_adopted_vm, sb, &cause)) == NULL)
+		goto bad;
+	sb_deadline_set(sb, SBM_ADOPT_TIMEOUT_MS);
+	return;
+bad:
+	sb_adopt_fail(sb, cause ? cause : "failed");
+	free(cause);
 }
 
 /* --- pause, resume, suspend, delete ------------------------------------ */
@@ -747,7 +901,8 @@ sb_op_delete(struct sandbox *sb)
 static const char *
 op_name(enum sb_op_kind k)
 {
-	static const char *const names[] = { "create", "pause", "resume", "suspend", "delete" };
+	static const char *const names[] = { "create", "pause", "resume", "suspend", "delete",
+	    "adopt" };
 
 	return names[k];
 }
@@ -860,6 +1015,9 @@ sb_run_next(struct sandbox *sb)
 			break;
 		case SB_OP_DELETE:
 			sb_op_delete(sb);
+			break;
+		case SB_OP_ADOPT:
+			sb_op_adopt(sb);
 			break;
 		}
 		continue;
@@ -1403,8 +1561,9 @@ sbm_free(struct sbm *m)
 		free(sb->cur);
 		sb->cur = NULL;
 		/*
-		 * XXX shutdown stops VMs; their sandboxes are marked failed on the next
-		 * start until VM adoption across restarts exists.
+		 * What sbm_shutdown did not suspend in time is stopped: a clean exit
+		 * leaves no VMM behind (only a SIGKILL or crash does, for adoption),
+		 * so such a sandbox is marked failed on the next start.
 		 */
 		if (sb->vm != NULL || sb->have_stor)
 			sb_release(sb);
@@ -1428,6 +1587,22 @@ sbm_adopt_record(struct sbm *m, struct store_sandbox *rec)
 	sb->console = paths_data("logs/%s.console", sb->rec.id);
 	TAILQ_INSERT_TAIL(&m->sandboxes, sb, entry);
 	return sb;
+}
+
+void
+sbm_recover_adopt(struct sandbox *sb, uid_t uid, sb_done_cb done, void *arg)
+{
+	sb->adopt_uid = uid;
+	sb_enqueue(sb, SB_OP_ADOPT, done, arg);
+}
+
+void
+sbm_recover_wait(struct sbm *m, int *pending)
+{
+	/* Before the API listens: only VM, QMP and agent events run here. */
+	while (*pending > 0)
+		if (event_base_loop(m->base, EVLOOP_ONCE) == -1)
+			fatalx("event loop failed during recovery");
 }
 
 void

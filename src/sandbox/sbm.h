@@ -21,6 +21,7 @@
 
 #define SBM_BOOT_TIMEOUT_MS	180000	/* cold boot to agent ready (TCG is slow) */
 #define SBM_INIT_TIMEOUT_MS	30000
+#define SBM_ADOPT_TIMEOUT_MS	60000	/* restart: QMP, console, agent /health of a live VM */
 #define SBM_SWEEP_S		15	/* idle and lifetime checks */
 #define SBM_STOP_GRACE_MS	2000
 #define SBM_VCPUS_MAX		16
@@ -83,7 +84,8 @@ struct sandbox *sbm_find(struct sbm *m, const char *id, const char *project);
 json_t *sbm_list(struct sbm *m, const char *project, const char *states, json_t *metadata,
     const char *after, int limit, char **next);
 
-enum sb_op_kind { SB_OP_CREATE, SB_OP_PAUSE, SB_OP_RESUME, SB_OP_SUSPEND, SB_OP_DELETE };
+enum sb_op_kind { SB_OP_CREATE, SB_OP_PAUSE, SB_OP_RESUME, SB_OP_SUSPEND, SB_OP_DELETE,
+	SB_OP_ADOPT };
 /* Queue an operation; done runs when it completes (or is refused: 409 + state). */
 void sb_enqueue(struct sandbox *sb, enum sb_op_kind kind, sb_done_cb done, void *arg);
 

@@ -2,9 +2,12 @@
  * Restart recovery. The store says what each sandbox was doing when the
  * previous airlockd stopped; the host says what is left (jailed QEMU
  * processes under the sandbox's uid, island namespaces, sandbox dirs,
- * snapshots). Suspended sandboxes survive as they are; one caught mid-
- * operation is finished (delete), rolled back (resume → suspended), or
- * failed with the reason, and every leftover resource is released.
+ * snapshots). A running or paused sandbox whose VMM outlived the daemon
+ * (SIGKILL, crash) is adopted and keeps its state; suspended sandboxes
+ * survive as they are; one caught mid-operation is finished (delete),
+ * rolled back (resume → suspended), or failed with the reason, and every
+ * leftover resource is released. The API serves only once all of this has
+ * settled.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
 #include "storage/stor_sandbox.h"
+#include "vm/vm_cgroup.h"
 
 /* The jail uid a sandbox held, from run/uids/<uid> (contains the name). */
 static int
@@ -99,6 +103,11 @@ sbm_cleanup_host(const char *name)
 			usleep(20000);
 		stor_uid_release(uid);
 	}
+	if (vm_cgroup_remove_stale(NULL, name, &cause) == -1) {
+		log_warnx("recover %s: %s", name, cause);
+		free(cause);
+		cause = NULL;
+	}
 	path = net_island_path(name);
 	if (path_exists(path)) {
 		memset(&ni, 0, sizeof(ni));
@@ -121,10 +130,27 @@ sbm_cleanup_host(const char *name)
 }
 
 static void
-recover_one(struct sbm *m, struct sandbox *sb)
+recover_adopted(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	int *pending = arg;
+
+	(*pending)--;
+}
+
+static void
+recover_one(struct sbm *m, struct sandbox *sb, int *pending)
 {
 	const char *st = sb_state(sb), *snap;
 	char *why, *dir;
+	uid_t uid;
+
+	/* QEMU has no parent-death signal: after a SIGKILL its guest runs on. */
+	if ((strcmp(st, "running") == 0 || strcmp(st, "paused") == 0) &&
+	    find_uid(sb_id(sb), &uid)) {
+		(*pending)++;
+		sbm_recover_adopt(sb, uid, recover_adopted, pending);
+		return;
+	}
 
 	if (strcmp(st, "suspended") == 0) {
 		snap = sbm_recover_snapshot(sb);
@@ -156,7 +182,9 @@ recover_one(struct sbm *m, struct sandbox *sb)
 		free(dir);
 		sbm_recover_drop_snapshot(sb);
 	}
-	xasprintf(&why, "airlockd restarted while the sandbox was %s; its VM was stopped", st);
+	xasprintf(&why, "airlockd restarted while the sandbox was %s; its VM was stopped%s", st,
+	    strcmp(st, "running") == 0 || strcmp(st, "paused") == 0 ?
+	    " (no jail uid claim: it had no VM to adopt)" : "");
 	sbm_recover_mark(sb, "failed", why);
 	free(why);
 }
@@ -213,6 +241,7 @@ sbm_recover(struct sbm *m, char **cause)
 	struct sandbox **adopted = NULL;
 	char after[STORE_ID_MAX] = "";
 	size_t n, i, nadopted = 0;
+	int pending = 0;
 
 	for (;;) {
 		memset(&f, 0, sizeof(f));
@@ -230,9 +259,14 @@ sbm_recover(struct sbm *m, char **cause)
 			break;
 	}
 	for (i = 0; i < nadopted; i++)
-		recover_one(m, adopted[i]);
+		recover_one(m, adopted[i], &pending);
 	free(adopted);
 	recover_orphans(m);
-	log_info("recovered %zu sandbox(es) from the store", nadopted);
+	/* Claims of sandboxes whose dir is gone; adopted ones keep theirs. */
+	if ((n = (size_t)stor_uid_reconcile()) > 0)
+		log_info("recover: released %zu stale jail uid claim(s)", n);
+	sbm_recover_wait(m, &pending);
+	log_info("recovered %zu sandbox(es) from the store (%zu running or paused)", nadopted,
+	    (size_t)(sbm_count(m, "running") + sbm_count(m, "paused")));
 	return 0;
 }

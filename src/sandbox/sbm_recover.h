@@ -2,6 +2,9 @@
 #ifndef AIRLOCK_SBM_RECOVER_H
 #define AIRLOCK_SBM_RECOVER_H
 
+#include <sys/types.h>
+
+#include "sandbox/sbm.h"
 #include "store/store.h"
 
 struct sbm;
@@ -10,6 +13,13 @@ struct sandbox;
 /* Hooks into sbm.c used only by recovery. */
 struct sandbox *sbm_adopt_record(struct sbm *m, struct store_sandbox *rec);
 void sbm_recover_mark(struct sandbox *sb, const char *state, const char *why);
+/*
+ * Adopt the live VM of a running or paused sandbox (its jail uid from the
+ * claim); on any failure it is stopped and failed. done runs when settled.
+ */
+void sbm_recover_adopt(struct sandbox *sb, uid_t uid, sb_done_cb done, void *arg);
+/* Run the event loop until *pending drops to 0 (before the API serves). */
+void sbm_recover_wait(struct sbm *m, int *pending);
 void sbm_recover_delete(struct sandbox *sb);
 void sbm_recover_drop_snapshot(struct sandbox *sb);
 const char *sbm_recover_snapshot(struct sandbox *sb);

@@ -208,6 +208,20 @@ stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src, const 
 	return 0;
 }
 
+/* Fill the paths of sandbox name (memory only). */
+static void
+stor_sandbox_paths(const char *name, struct stor_sandbox *ss)
+{
+	ss->ss_name = xstrdup(name);
+	ss->ss_dir = paths_data("sandboxes/%s", name);
+	xasprintf(&ss->ss_vmdir, "%s/vm", ss->ss_dir);
+	xasprintf(&ss->ss_jaildir, "%s/jail", ss->ss_dir);
+	xasprintf(&ss->ss_rootfs, "%s/rootfs.ext4", ss->ss_vmdir);
+	xasprintf(&ss->ss_mem, "%s/mem", ss->ss_vmdir);
+	xasprintf(&ss->ss_console, "%s/console.log", ss->ss_dir);
+	xasprintf(&ss->ss_qemulog, "%s/qemu.log", ss->ss_dir);
+}
+
 int
 stor_sandbox_create(const char *name, const char *rootfs_src, uint64_t mem_bytes,
     struct stor_sandbox *ss, char **cause)
@@ -232,14 +246,7 @@ stor_sandbox_create(const char *name, const char *rootfs_src, uint64_t mem_bytes
 		    (unsigned long long)(avail >> 20));
 		return -1;
 	}
-	ss->ss_name = xstrdup(name);
-	ss->ss_dir = paths_data("sandboxes/%s", name);
-	xasprintf(&ss->ss_vmdir, "%s/vm", ss->ss_dir);
-	xasprintf(&ss->ss_jaildir, "%s/jail", ss->ss_dir);
-	xasprintf(&ss->ss_rootfs, "%s/rootfs.ext4", ss->ss_vmdir);
-	xasprintf(&ss->ss_mem, "%s/mem", ss->ss_vmdir);
-	xasprintf(&ss->ss_console, "%s/console.log", ss->ss_dir);
-	xasprintf(&ss->ss_qemulog, "%s/qemu.log", ss->ss_dir);
+	stor_sandbox_paths(name, ss);
 
 	parent = paths_data("sandboxes");
 	if (mkdir_p(parent, 0700, cause) == -1) {
@@ -289,6 +296,42 @@ bad:
 		stor_uid_release(ss->ss_uid);
 	stor_sandbox_free(ss);
 	return -1;
+}
+
+int
+stor_sandbox_attach(const char *name, uid_t uid, struct stor_sandbox *ss, char **cause)
+{
+	struct stat st;
+	char *claim, *text = NULL;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!paths_valid_name(name)) {
+		cause_set(cause, "invalid sandbox name \"%s\"", name);
+		return -1;
+	}
+	claim = paths_data("run/uids/%u", (unsigned)uid);
+	if (read_file(claim, AIRLOCK_NAME_MAX + 1, &text, NULL, cause) == -1 ||
+	    strcmp(text, name) != 0) {
+		if (text != NULL)
+			cause_set(cause, "uid %u is claimed by \"%s\"", (unsigned)uid, text);
+		cause_wrap(cause, "sandbox %s", name);
+		free(text);
+		free(claim);
+		return -1;
+	}
+	free(text);
+	free(claim);
+	stor_sandbox_paths(name, ss);
+	ss->ss_uid = uid;
+	ss->ss_gid = (gid_t)uid;
+	/* The vm/ dir is the jail's: it must be owned by that very uid. */
+	if (lstat(ss->ss_vmdir, &st) == -1 || !S_ISDIR(st.st_mode) || st.st_uid != uid) {
+		cause_set(cause, "sandbox %s: %s is missing or not a directory of uid %u", name,
+		    ss->ss_vmdir, (unsigned)uid);
+		stor_sandbox_free(ss);
+		return -1;
+	}
+	return 0;
 }
 
 int

@@ -50,6 +50,13 @@ struct stor_sandbox {
 int stor_sandbox_create(const char *name, const char *rootfs_src, uint64_t mem_bytes,
     struct stor_sandbox *ss, char **cause);
 
+/*
+ * The existing sandbox of a VM being adopted after a daemon restart:
+ * paths only, after checking that uid's claim names it and that its vm/
+ * dir belongs to uid. Creates nothing; stor_sandbox_destroy releases it.
+ */
+int stor_sandbox_attach(const char *name, uid_t uid, struct stor_sandbox *ss, char **cause);
+
 /* Remove every file and release the uid. The VM must be gone. */
 int stor_sandbox_destroy(struct stor_sandbox *ss, char **cause);
 
