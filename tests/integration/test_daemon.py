@@ -2,7 +2,8 @@
 """airlockd end to end: the real daemon, real microVMs (TCG here), over HTTP.
 
 Lifecycle (create, exec, files, pause, suspend, resume, delete with no
-leftovers), concurrency, restart recovery after SIGKILL, and a bad-input
+leftovers), concurrency, restart recovery after SIGKILL (mid-create,
+mid-suspend, and adoption of running and paused VMs), and a bad-input
 sweep, secrets and the audit query. Usage:
 test_daemon.py AIRLOCKD [DATA_ROOT] [--only SECTION,...]"""
 import base64, concurrent.futures, json, os, signal, subprocess, sys, time, traceback
@@ -18,9 +19,42 @@ def check(name, cond, detail=""):
         failures.append(name)
 
 def qemu_pids(sid):
-    """QEMU processes serving a sandbox: their command line names its dir."""
-    out = subprocess.run(["pgrep", "-f", f"sandboxes/{sid}/"], capture_output=True, text=True)
-    return [p for p in out.stdout.split() if p]
+    """QEMU processes serving a sandbox: the jail runs them as -name <id>
+    (their paths are the jail's /sandbox/..., not the host's)."""
+    out = subprocess.run(["pgrep", "-f", f"^qemu-system-x86_64 .*-name {sid} "],
+                         capture_output=True, text=True)
+    return sorted(p for p in out.stdout.split() if p)
+
+def cgroup_dirs(sid):
+    """The sandbox's cgroups: below the daemon's own, which it inherits from us."""
+    found = []
+    for line in open("/proc/self/cgroup").read().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        path = "" if path == "/" else path
+        if ctrls == "":
+            bases = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        else:
+            bases = [f"/sys/fs/cgroup/{c}" for c in ("memory", "cpu", "pids") if c in ctrls.split(",")]
+        for b in bases:
+            p = f"{b}{path}/airlock/{sid}"
+            if os.path.isdir(p):
+                found.append(p)
+    return found
+
+def uid_claims(d, sid):
+    dirp = os.path.join(d.dir, "run", "uids")
+    try:
+        names = os.listdir(dirp)
+    except OSError:
+        return []
+    found = []
+    for n in names:
+        try:
+            if open(os.path.join(dirp, n)).read().strip() == sid:
+                found.append(n)
+        except OSError:
+            pass
+    return found
 
 def leftovers(d, sid):
     found = []
@@ -30,6 +64,10 @@ def leftovers(d, sid):
         found.append("netns")
     if qemu_pids(sid):
         found.append("qemu process")
+    if cgroup_dirs(sid):
+        found.append("cgroup " + " ".join(cgroup_dirs(sid)))
+    if uid_claims(d, sid):
+        found.append("uid claim")
     return found
 
 def expect_error(c, method, path, obj, status, code, raw=None, headers=None, auth=True):
@@ -329,6 +367,76 @@ def test_restart(d, c):
     check("restart test leaves nothing", wait_gone(lambda: not leftovers(d, sid)), leftovers(d, sid))
     return c
 
+def exec_retry(c, sid, cmd, secs=60, **kw):
+    """exec, waiting out 503 while the agent channel comes (back) up."""
+    end = time.time() + secs
+    while True:
+        try:
+            return c.exec(sid, cmd, **kw)
+        except ApiError as e:
+            if e.status != 503 or time.time() > end:
+                raise
+            time.sleep(0.5)
+
+def counter(c, sid):
+    code, _, out, _ = c.exec(sid, ["cat", "/tmp/counter"])
+    return int(out) if code == 0 and out.strip().isdigit() else -1
+
+def test_adopt(d, c):
+    """SIGKILL airlockd with one sandbox running and one paused: the next
+    airlockd adopts both live VMs (no new QEMU), states and guests intact."""
+    a = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})["id"]
+    b = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})["id"]
+    c.exec(a, ["sh", "-c", "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done' >/dev/null 2>&1 &"])
+    c.exec(a, ["sh", "-c", "echo adopt-marker-before > /dev/console"], user="root")
+    c.exec(b, ["sh", "-c", "echo kept-b > /home/user/kept"])
+    check("pause the second sandbox", c.call("POST", f"/v1/sandboxes/{b}/pause")["state"] == "paused")
+    time.sleep(1)
+    before = counter(c, a)
+    pids = {a: qemu_pids(a), b: qemu_pids(b)}
+    check("one QEMU per sandbox before the kill", len(pids[a]) == 1 and len(pids[b]) == 1, pids)
+    d.kill()
+    time.sleep(2)   # the guests run on without a daemon
+    check("the VMs outlive the SIGKILLed daemon",
+          qemu_pids(a) == pids[a] and qemu_pids(b) == pids[b], (pids, qemu_pids(a), qemu_pids(b)))
+    c = d.start()
+    sa, sb = c.call("GET", f"/v1/sandboxes/{a}"), c.call("GET", f"/v1/sandboxes/{b}")
+    check("running sandbox adopted as running", sa["state"] == "running", sa)
+    check("paused sandbox adopted as paused", sb["state"] == "paused", sb)
+    check("no second QEMU was started (same pids)",
+          qemu_pids(a) == pids[a] and qemu_pids(b) == pids[b], (pids, qemu_pids(a), qemu_pids(b)))
+    code, _, out, _ = c.exec(a, ["echo", "adopted"])
+    check("exec works in the adopted sandbox", code == 0 and out == b"adopted\n", (code, out))
+    mid = counter(c, a)
+    time.sleep(1)
+    after = counter(c, a)
+    check("the guest's background counter kept counting across the restart",
+          before > 0 and mid > before and after > mid, (before, mid, after))
+    c.exec(a, ["sh", "-c", "echo adopt-marker-after > /dev/console"], user="root")
+    time.sleep(0.5)
+    _, _, log = c.raw("GET", f"/v1/sandboxes/{a}/logs")
+    log = log.decode(errors="replace")
+    check("the console log continues in the same file",
+          "adopt-marker-before" in log and "adopt-marker-after" in log and
+          log.index("adopt-marker-before") < log.index("adopt-marker-after"), log[-600:])
+    sb = c.call("POST", f"/v1/sandboxes/{b}/resume")
+    check("resume works on the adopted paused sandbox", sb["state"] == "running", sb)
+    code, _, out, _ = exec_retry(c, b, ["cat", "/home/user/kept"])
+    check("the resumed sandbox kept its files", code == 0 and out == b"kept-b\n", (code, out))
+    # The adopted VM is a full VM: it can be snapshotted and restored.
+    sa = c.call("POST", f"/v1/sandboxes/{a}/suspend")
+    check("suspend an adopted sandbox", sa["state"] == "suspended", sa)
+    check("its QEMU is gone", wait_gone(lambda: not qemu_pids(a)), qemu_pids(a))
+    sa = c.call("POST", f"/v1/sandboxes/{a}/resume")
+    check("resume it from the snapshot", sa["state"] == "running", sa)
+    time.sleep(1)
+    check("its counter continues after suspend/resume", counter(c, a) > after, after)
+    for sid in (a, b):
+        c.call("DELETE", f"/v1/sandboxes/{sid}")
+        check(f"delete of adopted {sid} leaves nothing behind",
+              wait_gone(lambda: not leftovers(d, sid)), leftovers(d, sid))
+    return c
+
 def main():
     args = [a for i, a in enumerate(sys.argv) if a != "--only" and sys.argv[i - 1] != "--only"]
     binary = args[1]
@@ -340,16 +448,19 @@ def main():
     d = Daemon(binary, root)
     try:
         c = d.start()
+        # The lambdas read c when called: sections that restart the daemon
+        # hand back the new client.
         for name, fn in (("bad input", lambda: test_bad_input(c)),
                          ("secrets", lambda: test_secrets(d, c)),
                          ("lifecycle", lambda: test_lifecycle(d, c)),
                          ("concurrency", lambda: test_concurrency(c)),
-                         ("restart", lambda: test_restart(d, c))):
+                         ("restart", lambda: test_restart(d, c)),
+                         ("adopt", lambda: test_adopt(d, c))):
             if only is not None and name not in only:
                 continue
             print(f"-- {name}", flush=True)
             try:
-                fn()
+                c = fn() or c
             except Exception as e:
                 traceback.print_exc()
                 check(f"{name} raised no exception", False, repr(e))
