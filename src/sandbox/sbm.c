@@ -1601,8 +1601,9 @@ sbm_recover_wait(struct sbm *m, int *pending)
 {
 	/* Before the API listens: only VM, QMP and agent events run here. */
 	while (*pending > 0)
-		if (event_base_loop(m->base, EVLOOP_ONCE) == -1)
-			fatalx("event loop failed during recovery");
+		/* Each adoption holds a deadline timer: "no events" is a bug. */
+		if (event_base_loop(m->base, EVLOOP_ONCE) != 0)
+			fatalx("recovery: event loop ended with %d adoption(s) pending", *pending);
 }
 
 void
