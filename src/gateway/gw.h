@@ -37,6 +37,7 @@ struct gw_certs;
 struct gw_pins;
 struct gw_conn;
 struct gw_dns;
+struct gw_ratelim;
 
 /* Counters per sandbox, reported by the `stats` control op. */
 struct gw_counters {
@@ -73,6 +74,8 @@ struct gw_sandbox {
 	struct gw_pins			*pins;		/* names this sandbox resolved (gw_resolve.h) */
 	struct gw_bucket		 req_bucket;	/* policy->rate.rps */
 	struct bufferevent_rate_limit_group *bytes_group; /* policy->rate.bps, all conns */
+	struct gw_ratelim		**rule_limits;	/* per rule index of policy (gw_proxy.c) */
+	size_t				 nrule_limits;
 
 	struct gw_counters		 counters;
 	TAILQ_HEAD(, gw_conn)		 conns;		/* live proxied connections */

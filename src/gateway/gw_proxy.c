@@ -1,0 +1,1153 @@
+/*
+ * The gateway's TCP data path (DESIGN §6, docs/security.md "Egress proxy").
+ *
+ * Every guest TCP connection is REDIRECTed by the island's nftables to the
+ * sandbox's listener. The proxy takes the original destination, reads the
+ * first bytes (a short deadline lets server-speaks-first protocols through
+ * where an L4 rule could allow them) and decides:
+ *
+ *   TLS to 443 with an allowed SNI   terminate TLS (leaf minted for the SNI),
+ *                                    then check every HTTP request (gw_proxy_http.c)
+ *   plain HTTP to 80                 check every request by its Host
+ *   anything else                    L4: only an explicit host:port rule whose
+ *                                    name the gateway resolved to this very
+ *                                    address for this sandbox, or a cidr:port rule
+ *   full mode                        TLS spliced by SNI (dialled by name) unless a
+ *                                    credential needs interception; no SNI: the
+ *                                    original destination
+ *
+ * Upstream connections always leave from the gateway, to a name it resolves
+ * itself (never the guest's choice of IP for names) or, for L4, to the
+ * original destination; denied ranges are refused in every mode unless the
+ * operator made an internal exception. Each decision is audited.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/gw_addr.h"
+#include "gateway/gw_audit.h"
+#include "gateway/gw_proxy.h"
+#include "gateway/gw_resolve.h"
+#include "gateway/gw_sandbox.h"
+#include "gateway/gw_sni.h"
+#include "gateway/gw_tls.h"
+
+#define BEV_OPTS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)
+
+static void	gw_conn_free_cb(evutil_socket_t, short, void *);
+static void	gw_peek_read_cb(struct bufferevent *, void *);
+static void	gw_peek_event_cb(struct bufferevent *, short, void *);
+static void	gw_peek_timer_cb(evutil_socket_t, short, void *);
+static void	gw_decide_l4(struct gw_conn *, const char *why);
+static void	gw_dial_next(struct gw_conn *);
+
+static void
+gw_tv(struct timeval *tv, int secs)
+{
+	tv->tv_sec = secs;
+	tv->tv_usec = 0;
+}
+
+static struct bufferevent *
+gw_other(struct gw_conn *c, struct bufferevent *bev)
+{
+	return bev == c->in ? c->out : c->in;
+}
+
+void
+gw_conn_audit(struct gw_conn *c, struct gw_audit_rec *r)
+{
+	r->sandbox = c->sb->id;
+	if (r->kind == NULL)
+		r->kind = c->kind;
+	if (r->sni == NULL && c->sni[0] != '\0')
+		r->sni = c->sni;
+	if (r->ip == NULL && c->ip[0] != '\0')
+		r->ip = c->ip;
+	if (r->port == 0)
+		r->port = c->dport;
+	r->dst = c->dst_str;
+	if (r->rule == NULL)
+		r->rule = c->rule;
+	gw_audit_log(c->sb->gw->audit, r);
+}
+
+/* Refuse the whole connection: audit, count, close. */
+static void
+gw_conn_deny(struct gw_conn *c, const char *reason)
+{
+	struct gw_audit_rec r = { .allow = 0, .reason = reason };
+
+	if (c->name[0] != '\0')
+		r.host = c->name;
+	gw_conn_audit(c, &r);
+	c->sb->counters.conns_denied++;
+	gw_conn_close(c, reason);
+}
+
+static void
+gw_conn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	free(arg);
+}
+
+/* Take a bufferevent out of any rate-limit group before it is freed (groups assert empty). */
+static void
+gw_bev_free(struct bufferevent *bev)
+{
+	if (bev == NULL)
+		return;
+	bufferevent_remove_from_rate_limit_group(bev);
+	bufferevent_free(bev);
+}
+
+void
+gw_conn_close(struct gw_conn *c, const char *reason)
+{
+	struct gw_sandbox *sb = c->sb;
+
+	if (c->closed)
+		return;
+	c->closed = 1;
+	log_debug("gateway: sandbox %s conn %llu (%s): closed: %s", sb->id,
+	    (unsigned long long)c->id, c->dst_str, reason);
+	if (c->http != NULL)
+		gw_http_free(c);
+	if (c->resolve != NULL)
+		gw_resolve_cancel(c->resolve);
+	gw_bev_free(c->in);
+	gw_bev_free(c->out);
+	c->in = c->out = NULL;
+	if (c->timer != NULL)
+		event_free(c->timer);
+	c->timer = NULL;
+	gw_ratelim_unref(c->rl);
+	c->rl = NULL;
+	free(c->rule);
+	c->rule = NULL;
+	TAILQ_REMOVE(&sb->conns, c, entry);
+	/* Callers up the stack may still look at c->closed. */
+	event_base_once(sb->gw->base, -1, EV_TIMEOUT, gw_conn_free_cb, c, NULL);
+}
+
+/*
+ * Closing after a last answer: wait until the guest has it (for TLS, the
+ * underlying socket buffer too), then keep reading and discarding until
+ * the guest closes or the deadline, so unread pipelined bytes do not turn
+ * our close into a reset that destroys the answer.
+ */
+static void
+gw_finish_check(struct gw_conn *c)
+{
+	struct bufferevent *u = bufferevent_get_underlying(c->in);
+	struct timeval tv = { 0, 20000 };
+
+	if (evbuffer_get_length(bufferevent_get_output(c->in)) != 0)
+		return;
+	if (u != NULL && evbuffer_get_length(bufferevent_get_output(u)) != 0) {
+		event_del(c->timer);
+		evtimer_add(c->timer, &tv);	/* poll: the filter hides the socket's drain */
+		return;
+	}
+	if (u == NULL)
+		shutdown(bufferevent_getfd(c->in), SHUT_WR);
+	evbuffer_drain(bufferevent_get_input(c->in), evbuffer_get_length(bufferevent_get_input(c->in)));
+	bufferevent_enable(c->in, EV_READ);
+}
+
+static void
+gw_finish_write_cb(struct bufferevent *bev, void *arg)
+{
+	gw_finish_check(arg);
+}
+
+static void
+gw_finish_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void
+gw_finish_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	gw_conn_close(arg, "closed after answer");
+}
+
+static void
+gw_finish_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+
+	if (gw_now_ms() - c->t_io > GW_FLUSH_SECS * 1000) {
+		gw_conn_close(c, "flush deadline");
+		return;
+	}
+	gw_finish_check(c);
+	if (!evtimer_pending(c->timer, NULL)) {
+		struct timeval tv;
+
+		gw_tv(&tv, GW_FLUSH_SECS);
+		evtimer_add(c->timer, &tv);
+	}
+}
+
+void
+gw_conn_finish(struct gw_conn *c, const char *reason)
+{
+	struct timeval tv;
+
+	if (c->closed)
+		return;
+	log_debug("gateway: sandbox %s conn %llu: finishing: %s", c->sb->id,
+	    (unsigned long long)c->id, reason);
+	c->state = GW_CONN_CLOSING;
+	if (c->http != NULL)
+		gw_http_free(c);
+	if (c->resolve != NULL)
+		gw_resolve_cancel(c->resolve);
+	c->resolve = NULL;
+	gw_bev_free(c->out);
+	c->out = NULL;
+	c->t_io = gw_now_ms();
+	if (c->timer != NULL)
+		event_free(c->timer);
+	c->timer = evtimer_new(c->sb->gw->base, gw_finish_timer_cb, c);
+	gw_tv(&tv, GW_FLUSH_SECS);
+	evtimer_add(c->timer, &tv);
+	bufferevent_disable(c->in, EV_READ);
+	bufferevent_setwatermark(c->in, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->in, gw_finish_read_cb, gw_finish_write_cb, gw_finish_event_cb, c);
+	bufferevent_set_timeouts(c->in, NULL, NULL);
+	bufferevent_enable(c->in, EV_WRITE);
+	gw_finish_check(c);
+}
+
+/* The guest's destination before REDIRECT. */
+static int
+gw_original_dst(int fd, struct sockaddr_in *sin)
+{
+	socklen_t len = sizeof(*sin);
+
+	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, sin, &len) == 0 &&
+	    sin->sin_family == AF_INET)
+		return 0;
+	/*
+	 * No NAT entry: the guest connected to the listener address itself
+	 * (10.0.0.1, denied like every island address), or a test runs
+	 * without nftables. The socket's own address is the destination.
+	 */
+	len = sizeof(*sin);
+	if (getsockname(fd, (struct sockaddr *)sin, &len) == 0 && sin->sin_family == AF_INET)
+		return 0;
+	return -1;
+}
+
+/* Denied range, unless the operator made an internal exception for it. */
+static int
+gw_conn_addr_denied(struct gw_conn *c, const struct sockaddr_in *sin, const char **reason)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)sin;
+
+	if (!gw_addr_denied(c->sb->gw->host_addrs, sa, reason))
+		return 0;
+	return !gw_policy_internal_allowed(c->sb->policy, sa, ntohs(sin->sin_port));
+}
+
+void
+gw_proxy_accept(struct gw_sandbox *sb, int fd)
+{
+	struct gw *gw = sb->gw;
+	struct gw_conn *c = xcalloc(1, sizeof(*c));
+	struct timeval tv;
+	char ip[INET_ADDRSTRLEN];
+	int l4_possible;
+
+	c->sb = sb;
+	c->id = ++gw->conn_seq;
+	c->t_start = c->t_io = gw_now_ms();
+	c->mode = sb->policy->mode;
+	c->kind = "tcp";
+	TAILQ_INSERT_TAIL(&sb->conns, c, entry);
+	sb->counters.conns++;
+	evutil_make_socket_nonblocking(fd);
+	if ((c->in = bufferevent_socket_new(gw->base, fd, BEV_OPTS)) == NULL) {
+		close(fd);
+		gw_conn_close(c, "bufferevent_socket_new failed");
+		return;
+	}
+	if (gw_original_dst(fd, &c->dst) == -1) {
+		gw_conn_deny(c, "no IPv4 original destination");
+		return;
+	}
+	c->dport = ntohs(c->dst.sin_port);
+	inet_ntop(AF_INET, &c->dst.sin_addr, ip, sizeof(ip));
+	snprintf(c->dst_str, sizeof(c->dst_str), "%s:%d", ip, c->dport);
+	if (c->mode == GW_MODE_NONE) {
+		gw_conn_deny(c, "network mode none");
+		return;
+	}
+	c->timer = evtimer_new(gw->base, gw_peek_timer_cb, c);
+
+	/* Allowlist, other ports: only L4 rules apply, whatever the bytes. */
+	if (c->mode == GW_MODE_ALLOWLIST && c->dport != 80 && c->dport != 443) {
+		c->kind = "l4";
+		gw_decide_l4(c, "no L4 rule for this destination");
+		return;
+	}
+	/*
+	 * Wait briefly for the first bytes only where an L4 rule could let a
+	 * server-speaks-first protocol through; elsewhere nothing is allowed
+	 * without a ClientHello or a request, so a slow guest gets the full
+	 * handshake deadline.
+	 */
+	l4_possible = c->mode == GW_MODE_FULL ||
+	    gw_policy_l4_rule(sb->policy, NULL, (struct sockaddr *)&c->dst, c->dport) != NULL;
+	if (l4_possible) {
+		tv.tv_sec = GW_PEEK_SHORT_MS / 1000;
+		tv.tv_usec = (GW_PEEK_SHORT_MS % 1000) * 1000;
+	} else
+		gw_tv(&tv, GW_HANDSHAKE_SECS);
+	evtimer_add(c->timer, &tv);
+	bufferevent_setwatermark(c->in, EV_READ, 0, GW_PEEK_MAX);
+	bufferevent_setcb(c->in, gw_peek_read_cb, NULL, gw_peek_event_cb, c);
+	bufferevent_enable(c->in, EV_READ);
+}
+
+/* Put the guest side into the sandbox's byte-rate group (if there is a limit). */
+static void
+gw_conn_join_group(struct gw_conn *c)
+{
+	if (c->sb->bytes_group != NULL && c->in != NULL)
+		bufferevent_add_to_rate_limit_group(c->in, c->sb->bytes_group);
+}
+
+static void
+gw_splice_to_dst_connected(struct gw_conn *c)
+{
+	struct gw_audit_rec r = { .allow = 1 };
+
+	if (c->name[0] != '\0')
+		r.host = c->name;
+	gw_conn_audit(c, &r);
+	gw_conn_splice(c);
+}
+
+static void
+gw_splice_dial_failed(struct gw_conn *c, const char *reason)
+{
+	gw_conn_deny(c, reason);
+}
+
+/* Splice to the original destination (full mode, or an L4 rule). */
+static void
+gw_splice_to_dst(struct gw_conn *c)
+{
+	const char *reason;
+
+	if (gw_conn_addr_denied(c, &c->dst, &reason)) {
+		gw_conn_deny(c, reason);
+		return;
+	}
+	gw_conn_join_group(c);
+	evtimer_del(c->timer);
+	c->state = GW_CONN_DIAL;
+	c->on_connected = gw_splice_to_dst_connected;
+	c->on_dial_failed = gw_splice_dial_failed;
+	gw_conn_dial(c, NULL, 0);
+}
+
+/* Full mode, TLS not intercepted: dial the SNI name, splice. */
+static void
+gw_splice_by_name(struct gw_conn *c)
+{
+	gw_conn_join_group(c);
+	evtimer_del(c->timer);
+	c->state = GW_CONN_DIAL;
+	c->on_connected = gw_splice_to_dst_connected;
+	c->on_dial_failed = gw_splice_dial_failed;
+	gw_conn_dial(c, c->sni, 0);
+}
+
+static void
+gw_handshake_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+	unsigned long e;
+	char buf[160];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		evtimer_del(c->timer);
+		gw_http_start(c, c->sni);
+		return;
+	}
+	if ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		ERR_error_string_n(e, buf, sizeof(buf));
+		log_debug("gateway: sandbox %s: guest TLS handshake: %s", c->sb->id, buf);
+	}
+	gw_conn_close(c, "guest TLS handshake failed");
+}
+
+/* Terminate TLS toward the guest with a leaf for the SNI. */
+static void
+gw_intercept(struct gw_conn *c, const struct gw_rule *rule)
+{
+	struct gw *gw = c->sb->gw;
+	struct bufferevent *raw = c->in, *tls;
+	struct gw_audit_rec r = { .allow = 1 };
+	char *cause = NULL;
+	SSL *ssl;
+
+	free(c->rule);
+	c->rule = xstrdup(rule->text);
+	if ((ssl = gw_certs_ssl(gw->certs, c->sni, &cause)) == NULL) {
+		log_warnx("gateway: sandbox %s: %s", c->sb->id, cause);
+		free(cause);
+		gw_conn_deny(c, "no certificate for the SNI");
+		return;
+	}
+	/*
+	 * A filter over the socket bufferevent: the ClientHello is already in
+	 * its input buffer (read, not peeked) and OpenSSL reads it from there.
+	 */
+	tls = bufferevent_openssl_filter_new(gw->base, raw, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	    BEV_OPTS);
+	if (tls == NULL) {
+		SSL_free(ssl);
+		gw_conn_close(c, "bufferevent_openssl_filter_new failed");
+		return;
+	}
+	c->in = tls;
+	c->tls = 1;
+	c->state = GW_CONN_HANDSHAKE;
+	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
+	bufferevent_setcb(tls, NULL, NULL, gw_handshake_event_cb, c);
+	bufferevent_enable(tls, EV_READ | EV_WRITE);
+	gw_conn_join_group(c);
+	gw_conn_audit(c, &r);
+	/* The hello arrived before the filter existed: let it look now. */
+	bufferevent_trigger(raw, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+static void
+gw_decide_tls(struct gw_conn *c, const char *why)
+{
+	const struct gw_policy *p = c->sb->policy;
+	const struct gw_rule *rule;
+
+	c->kind = "tls";
+	if (c->sni[0] != '\0' && c->dport == 443) {
+		if (c->mode == GW_MODE_FULL) {
+			if (gw_policy_needs_intercept(p, c->sni))
+				gw_intercept(c, gw_policy_http_rule(p, c->sni, 443));
+			else
+				gw_splice_by_name(c);
+			return;
+		}
+		if ((rule = gw_policy_http_rule(p, c->sni, 443)) != NULL) {
+			gw_intercept(c, rule);
+			return;
+		}
+		why = "SNI not allowed";
+	} else if (c->mode == GW_MODE_FULL) {
+		if (c->sni[0] != '\0')
+			gw_splice_by_name(c);
+		else
+			gw_splice_to_dst(c);
+		return;
+	}
+	gw_decide_l4(c, why);
+}
+
+static void
+gw_decide_http(struct gw_conn *c)
+{
+	c->kind = "http";
+	if (c->dport == 80) {
+		gw_conn_join_group(c);
+		evtimer_del(c->timer);
+		gw_http_start(c, NULL);
+		return;
+	}
+	if (c->mode == GW_MODE_FULL)
+		gw_splice_to_dst(c);
+	else
+		gw_decide_l4(c, "HTTP to a port without an L4 rule");
+}
+
+static void
+gw_decide_opaque(struct gw_conn *c, const char *why)
+{
+	c->kind = "l4";
+	if (c->mode == GW_MODE_FULL)
+		gw_splice_to_dst(c);
+	else
+		gw_decide_l4(c, why);
+}
+
+/*
+ * The L4 rule for the original destination: a host:port rule for a name
+ * this sandbox resolved through the gateway to exactly this address (a
+ * guest's own /etc/hosts entry gains nothing), or a cidr:port rule.
+ */
+static const struct gw_rule *
+gw_l4_lookup(struct gw_conn *c, const char **host)
+{
+	const struct gw_policy *p = c->sb->policy;
+	const struct sockaddr *sa = (const struct sockaddr *)&c->dst;
+	const struct gw_rule *rule;
+	const char *names[16];
+	size_t n, i;
+
+	*host = NULL;
+	/*
+	 * On 80 and 443 a host rule means full HTTP(S) checks, never a raw
+	 * splice (a hello our parser refuses must not reach a shared CDN
+	 * address uninspected): only cidr rules count there.
+	 */
+	if (c->dport == 80 || c->dport == 443)
+		return gw_policy_l4_rule(p, NULL, sa, c->dport);
+	n = gw_pins_names_for(c->sb->pins, sa, names, 16);
+	for (i = 0; i < n; i++)
+		if ((rule = gw_policy_l4_rule(p, names[i], sa, c->dport)) != NULL) {
+			*host = names[i];
+			return rule;
+		}
+	return gw_policy_l4_rule(p, NULL, sa, c->dport);
+}
+
+static void
+gw_decide_l4(struct gw_conn *c, const char *why)
+{
+	const struct gw_rule *rule;
+	const char *host;
+
+	if ((rule = gw_l4_lookup(c, &host)) == NULL) {
+		gw_conn_deny(c, why != NULL ? why : "no rule for this destination");
+		return;
+	}
+	c->l4 = 1;
+	free(c->rule);
+	c->rule = xstrdup(rule->text);
+	if (host != NULL)
+		snprintf(c->name, sizeof(c->name), "%s", host);
+	gw_conn_set_ratelim(c, gw_ratelim_get(c->sb, rule));
+	if (c->rl != NULL && !gw_bucket_take(&c->rl->req, 1)) {
+		gw_conn_deny(c, "rule rate limit");
+		return;
+	}
+	if (!gw_bucket_take(&c->sb->req_bucket, 1)) {
+		gw_conn_deny(c, "sandbox rate limit");
+		return;
+	}
+	gw_splice_to_dst(c);
+}
+
+/* What did the guest send first? Decide once there is enough to tell. */
+static void
+gw_classify(struct gw_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->in);
+	size_t len = evbuffer_get_length(in);
+	char sni[GW_SNI_NAME_MAX + 1];
+	const unsigned char *buf;
+	int full = len >= GW_PEEK_MAX;
+
+	if (len == 0)
+		return;
+	buf = evbuffer_pullup(in, (ssize_t)(full ? GW_PEEK_MAX : len));
+	bufferevent_disable(c->in, EV_READ);
+	if (buf[0] == 0x16) {
+		switch (gw_sni_parse(buf, len, sni, sizeof(sni))) {
+		case GW_SNI_MORE:
+			if (full)
+				break;
+			bufferevent_enable(c->in, EV_READ);
+			return;
+		case GW_SNI_FOUND:
+			if (gw_name_normalize(sni, c->sni, sizeof(c->sni)) == -1) {
+				c->sni[0] = '\0';
+				gw_decide_tls(c, "invalid SNI");
+			} else
+				gw_decide_tls(c, NULL);
+			return;
+		case GW_SNI_NONE:
+			gw_decide_tls(c, "no SNI");
+			return;
+		default:
+			break;
+		}
+		gw_decide_opaque(c, "malformed or oversized ClientHello");
+		return;
+	}
+	switch (gw_http_sniff((const char *)buf, len)) {
+	case 1:
+		gw_decide_http(c);
+		return;
+	case -1:
+		if (!full) {
+			bufferevent_enable(c->in, EV_READ);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	gw_decide_opaque(c, "neither TLS nor HTTP, and no L4 rule");
+}
+
+static void
+gw_peek_read_cb(struct bufferevent *bev, void *arg)
+{
+	gw_classify(arg);
+}
+
+static void
+gw_peek_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+
+	if ((what & BEV_EVENT_EOF) && evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+		/* Sent a little and half-closed: judge what there is. */
+		gw_decide_opaque(c, "incomplete first message");
+		return;
+	}
+	gw_conn_close(c, "guest closed before sending");
+}
+
+static void
+gw_peek_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+	uint64_t waited = gw_now_ms() - c->t_start;
+	struct timeval tv;
+
+	if (c->state == GW_CONN_PEEK &&
+	    evbuffer_get_length(bufferevent_get_input(c->in)) == 0 &&
+	    waited < GW_HANDSHAKE_SECS * 1000) {
+		/* Nothing yet: the client waits for the server to speak. */
+		bufferevent_disable(c->in, EV_READ);
+		gw_decide_opaque(c, "server-speaks-first protocol without an L4 rule");
+		return;
+	}
+	if (waited < GW_HANDSHAKE_SECS * 1000) {
+		tv.tv_sec = 0;
+		tv.tv_usec = 0;
+		tv.tv_sec = (time_t)((GW_HANDSHAKE_SECS * 1000 - waited) / 1000);
+		tv.tv_usec = (suseconds_t)((GW_HANDSHAKE_SECS * 1000 - waited) % 1000) * 1000;
+		evtimer_add(c->timer, &tv);
+		return;
+	}
+	gw_conn_deny(c, c->state == GW_CONN_HANDSHAKE ? "guest TLS handshake timeout" :
+	    "no complete first message in time");
+}
+
+/* --- Dialling ----------------------------------------------------------- */
+
+static void
+gw_dial_fail(struct gw_conn *c, const char *reason)
+{
+	c->on_dial_failed(c, reason);
+}
+
+static void
+gw_resolved_cb(int err, const struct gw_addrs *a, void *arg)
+{
+	struct gw_conn *c = arg;
+	const char *reason = NULL;
+	size_t i;
+
+	c->resolve = NULL;
+	if (err != 0 || a == NULL) {
+		gw_dial_fail(c, "name does not resolve");
+		return;
+	}
+	c->naddrs = c->nexta = 0;
+	for (i = 0; i < a->n && c->naddrs < GW_MAX_ADDRS; i++) {
+		struct sockaddr_in sin;
+
+		if (a->addrs[i].ss_family != AF_INET)
+			continue;
+		memcpy(&sin, &a->addrs[i], sizeof(sin));
+		sin.sin_port = htons((uint16_t)c->dport);
+		if (gw_conn_addr_denied(c, &sin, &reason))
+			continue;
+		c->addrs[c->naddrs++] = sin;
+	}
+	if (c->naddrs == 0) {
+		gw_dial_fail(c, reason != NULL || a->dropped ? "name resolves only to denied addresses" :
+		    "name has no usable address");
+		return;
+	}
+	gw_dial_next(c);
+}
+
+void
+gw_conn_dial(struct gw_conn *c, const char *name, int tls)
+{
+	struct in_addr lit;
+	const char *reason;
+	char *cause = NULL;
+
+	c->out_tls = tls;
+	c->connected = 0;
+	c->naddrs = c->nexta = 0;
+	c->dial_error = NULL;
+	if (name == NULL) {
+		c->addrs[c->naddrs++] = c->dst;
+		gw_dial_next(c);
+		return;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	/* A literal address as the name (full mode): no lookup, same deny check. */
+	if (inet_pton(AF_INET, name, &lit) == 1) {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = lit,
+		    .sin_port = htons((uint16_t)c->dport) };
+
+		if (gw_conn_addr_denied(c, &sin, &reason)) {
+			gw_dial_fail(c, reason);
+			return;
+		}
+		c->addrs[c->naddrs++] = sin;
+		gw_dial_next(c);
+		return;
+	}
+	c->resolve = gw_resolve(c->sb, name, 0, gw_resolved_cb, c, &cause);
+	if (c->resolve == NULL) {
+		log_warnx("gateway: sandbox %s: resolve %s: %s", c->sb->id, name, cause);
+		free(cause);
+		gw_dial_fail(c, "resolver failed");
+	}
+}
+
+static SSL *
+gw_upstream_ssl(struct gw_conn *c)
+{
+	SSL *ssl;
+
+	if ((ssl = SSL_new(c->sb->gw->upstream_ctx)) == NULL)
+		return NULL;
+	/*
+	 * Verification is set here as well as on the context: the gateway
+	 * must refuse an unverified upstream whatever the context says.
+	 */
+	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if (SSL_set_tlsext_host_name(ssl, c->name) != 1 || SSL_set1_host(ssl, c->name) != 1 ||
+	    SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9) != 0) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	return ssl;
+}
+
+static int
+gw_upstream_ok(struct gw_conn *c)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(c->out);
+	const unsigned char *alpn;
+	unsigned int alpnlen;
+
+	if (SSL_get_verify_result(ssl) != X509_V_OK || SSL_get0_peer_certificate(ssl) == NULL) {
+		c->dial_error = "upstream certificate not verified";
+		return 0;
+	}
+	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
+	if (alpnlen != 0 && (alpnlen != 8 || memcmp(alpn, "http/1.1", 8) != 0)) {
+		c->dial_error = "upstream chose a protocol other than http/1.1";
+		return 0;
+	}
+	return 1;
+}
+
+static void
+gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+	SSL *ssl;
+	long vr;
+
+	if ((what & BEV_EVENT_CONNECTED) && (!c->out_tls || gw_upstream_ok(c))) {
+		c->connected = 1;
+		c->dial_error = NULL;
+		bufferevent_setcb(c->out, NULL, NULL, NULL, NULL);
+		if (c->rl != NULL && c->rl->bytes != NULL)
+			bufferevent_add_to_rate_limit_group(c->out, c->rl->bytes);
+		c->on_connected(c);
+		return;
+	}
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		if (c->out_tls && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
+		    (vr = SSL_get_verify_result(ssl)) != X509_V_OK) {
+			log_info("gateway: sandbox %s: upstream %s (%s): %s", c->sb->id, c->name,
+			    c->ip, X509_verify_cert_error_string(vr));
+			c->dial_error = "upstream certificate not verified";
+		} else if (what & BEV_EVENT_TIMEOUT)
+			c->dial_error = "upstream connect timeout";
+		else if (c->dial_error == NULL)
+			c->dial_error = c->out_tls ? "upstream connect or TLS failed" :
+			    "upstream connect failed";
+	}
+	while (ERR_get_error() != 0)
+		;
+	gw_bev_free(c->out);
+	c->out = NULL;
+	gw_dial_next(c);
+}
+
+static void
+gw_dial_next(struct gw_conn *c)
+{
+	struct event_base *base = c->sb->gw->base;
+	struct timeval tv;
+	SSL *ssl;
+
+	while (c->nexta < c->naddrs) {
+		struct sockaddr_in *sin = &c->addrs[c->nexta++];
+
+		gw_addr_str((struct sockaddr *)sin, c->ip, sizeof(c->ip));
+		if (c->out_tls) {
+			if ((ssl = gw_upstream_ssl(c)) == NULL) {
+				c->dial_error = "SSL_new failed";
+				continue;
+			}
+			c->out = bufferevent_openssl_socket_new(base, -1, ssl,
+			    BUFFEREVENT_SSL_CONNECTING, BEV_OPTS);
+			if (c->out == NULL)
+				SSL_free(ssl);
+			else
+				bufferevent_openssl_set_allow_dirty_shutdown(c->out, 1);
+		} else
+			c->out = bufferevent_socket_new(base, -1, BEV_OPTS);
+		if (c->out == NULL) {
+			c->dial_error = "bufferevent_socket_new failed";
+			continue;
+		}
+		gw_tv(&tv, GW_DIAL_SECS);
+		bufferevent_set_timeouts(c->out, &tv, &tv);
+		bufferevent_setcb(c->out, NULL, NULL, gw_dial_event_cb, c);
+		if (bufferevent_socket_connect(c->out, (struct sockaddr *)sin, sizeof(*sin)) == 0)
+			return;
+		c->dial_error = "socket failed";
+		gw_bev_free(c->out);
+		c->out = NULL;
+	}
+	gw_dial_fail(c, c->dial_error != NULL ? c->dial_error : "no address to dial");
+}
+
+/* --- Splice ------------------------------------------------------------- */
+
+size_t
+gw_conn_move(struct gw_conn *c, struct bufferevent *from, size_t max)
+{
+	struct bufferevent *to = gw_other(c, from);
+	struct evbuffer *src = bufferevent_get_input(from);
+	size_t n = evbuffer_get_length(src);
+
+	if (n > max)
+		n = max;
+	if (n == 0 || to == NULL)
+		return 0;
+	evbuffer_remove_buffer(src, bufferevent_get_output(to), n);
+	if (from == c->in) {
+		c->bytes_up += n;
+		c->sb->counters.bytes_up += n;
+	} else {
+		c->bytes_down += n;
+		c->sb->counters.bytes_down += n;
+	}
+	c->t_io = gw_now_ms();
+	return n;
+}
+
+/* After an EOF on one side: pass it on once the other side has everything. */
+static void
+gw_splice_check_eof(struct gw_conn *c)
+{
+	int in_done = c->in_eof && evbuffer_get_length(bufferevent_get_output(c->out)) == 0;
+	int out_done = c->out_eof && evbuffer_get_length(bufferevent_get_output(c->in)) == 0;
+
+	/* TLS cannot be half-closed here: the first finished direction ends it. */
+	if ((in_done || out_done) && (c->tls || c->out_tls)) {
+		if (out_done)
+			gw_conn_finish(c, "upstream closed");
+		else
+			gw_conn_close(c, "guest closed");
+		return;
+	}
+	if (in_done && c->in_eof == 1) {
+		shutdown(bufferevent_getfd(c->out), SHUT_WR);
+		c->in_eof = 2;
+	}
+	if (out_done && c->out_eof == 1) {
+		shutdown(bufferevent_getfd(c->in), SHUT_WR);
+		c->out_eof = 2;
+	}
+	if (c->in_eof == 2 && c->out_eof == 2)
+		gw_conn_close(c, "both sides closed");
+}
+
+static void
+gw_splice_pump(struct gw_conn *c, struct bufferevent *from)
+{
+	struct bufferevent *to = gw_other(c, from);
+
+	gw_conn_move(c, from, SIZE_MAX);
+	if (evbuffer_get_length(bufferevent_get_output(to)) >= GW_BUF_HIGH) {
+		/* Back-pressure: the slow side's write callback resumes us. */
+		bufferevent_disable(from, EV_READ);
+		bufferevent_setwatermark(to, EV_WRITE, GW_BUF_HIGH / 2, 0);
+	}
+}
+
+static void
+gw_splice_read_cb(struct bufferevent *bev, void *arg)
+{
+	gw_splice_pump(arg, bev);
+}
+
+static void
+gw_splice_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct gw_conn *c = arg;
+	struct bufferevent *from = gw_other(c, bev);
+	int from_eof = from == c->in ? c->in_eof : c->out_eof;
+
+	if (!from_eof && !(bufferevent_get_enabled(from) & EV_READ)) {
+		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+		bufferevent_enable(from, EV_READ);
+	}
+	gw_splice_check_eof(c);
+}
+
+static void
+gw_splice_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_conn *c = arg;
+
+	if (what & BEV_EVENT_EOF) {
+		gw_splice_pump(c, bev);
+		bufferevent_disable(bev, EV_READ);
+		if (bev == c->in)
+			c->in_eof = 1;
+		else
+			c->out_eof = 1;
+		gw_splice_check_eof(c);
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) &&
+	    gw_now_ms() - c->t_io < (uint64_t)GW_SPLICE_IDLE_SECS * 1000) {
+		/* The other direction is busy: this one may idle. */
+		bufferevent_enable(bev, what & BEV_EVENT_READING ? EV_READ : EV_WRITE);
+		return;
+	}
+	gw_conn_close(c, what & BEV_EVENT_TIMEOUT ? "idle timeout" :
+	    bev == c->in ? "guest connection error" : "upstream connection error");
+}
+
+void
+gw_conn_splice(struct gw_conn *c)
+{
+	struct timeval tv;
+
+	c->state = GW_CONN_SPLICE;
+	if (c->timer != NULL)
+		evtimer_del(c->timer);
+	gw_tv(&tv, GW_SPLICE_IDLE_SECS);
+	bufferevent_setcb(c->in, gw_splice_read_cb, gw_splice_write_cb, gw_splice_event_cb, c);
+	bufferevent_setcb(c->out, gw_splice_read_cb, gw_splice_write_cb, gw_splice_event_cb, c);
+	bufferevent_setwatermark(c->in, EV_READ, 0, GW_BUF_HIGH);
+	bufferevent_setwatermark(c->out, EV_READ, 0, GW_BUF_HIGH);
+	bufferevent_setwatermark(c->in, EV_WRITE, 0, 0);
+	bufferevent_setwatermark(c->out, EV_WRITE, 0, 0);
+	bufferevent_set_timeouts(c->in, &tv, NULL);
+	bufferevent_set_timeouts(c->out, &tv, NULL);
+	bufferevent_enable(c->in, EV_READ | EV_WRITE);
+	bufferevent_enable(c->out, EV_READ | EV_WRITE);
+	/* Bytes read before the splice (the first bytes, data after a 101). */
+	gw_splice_pump(c, c->in);
+	gw_splice_pump(c, c->out);
+}
+
+/* --- Rate limits -------------------------------------------------------- */
+
+static struct bufferevent_rate_limit_group *
+gw_bytes_group(struct event_base *base, double bps, struct bufferevent_rate_limit_group *g)
+{
+	struct timeval tick = { 0, 100000 };
+	struct ev_token_bucket_cfg *cfg;
+	size_t per_tick, burst;
+
+	/* Ten ticks a second; up to one second's worth in a burst, per direction. */
+	per_tick = bps / 10 >= 1 ? (size_t)(bps / 10) : 1;
+	burst = bps >= (double)per_tick ? (size_t)bps : per_tick;
+	if ((cfg = ev_token_bucket_cfg_new(per_tick, burst, per_tick, burst, &tick)) == NULL)
+		return g;
+	if (g == NULL)
+		g = bufferevent_rate_limit_group_new(base, cfg);
+	else
+		bufferevent_rate_limit_group_set_cfg(g, cfg);
+	ev_token_bucket_cfg_free(cfg);
+	return g;
+}
+
+struct gw_ratelim *
+gw_ratelim_get(struct gw_sandbox *sb, const struct gw_rule *rule)
+{
+	const struct gw_policy *p = sb->policy;
+	struct gw_ratelim *rl;
+	size_t i;
+
+	if (rule == NULL || p->nrules == 0 || rule < p->rules || rule >= p->rules + p->nrules)
+		return NULL;	/* the static full-mode rule has no limits */
+	if (rule->rate.rps <= 0 && rule->rate.bps <= 0)
+		return NULL;
+	i = (size_t)(rule - p->rules);
+	if (i >= sb->nrule_limits)
+		return NULL;
+	if ((rl = sb->rule_limits[i]) == NULL) {
+		rl = xcalloc(1, sizeof(*rl));
+		rl->refs = 1;	/* the sandbox's, until the next policy */
+		gw_bucket_init(&rl->req, rule->rate.rps, rule->rate.rps);
+		if (rule->rate.bps > 0)
+			rl->bytes = gw_bytes_group(sb->gw->base, rule->rate.bps, NULL);
+		sb->rule_limits[i] = rl;
+	}
+	rl->refs++;
+	return rl;
+}
+
+void
+gw_ratelim_unref(struct gw_ratelim *rl)
+{
+	if (rl == NULL || --rl->refs > 0)
+		return;
+	if (rl->bytes != NULL)
+		bufferevent_rate_limit_group_free(rl->bytes);
+	free(rl);
+}
+
+void
+gw_conn_set_ratelim(struct gw_conn *c, struct gw_ratelim *rl)
+{
+	if (rl == c->rl) {
+		gw_ratelim_unref(rl);
+		return;
+	}
+	if (c->out != NULL && c->connected) {
+		bufferevent_remove_from_rate_limit_group(c->out);
+		if (rl != NULL && rl->bytes != NULL)
+			bufferevent_add_to_rate_limit_group(c->out, rl->bytes);
+	}
+	gw_ratelim_unref(c->rl);
+	c->rl = rl;
+}
+
+static void
+gw_rule_limits_drop(struct gw_sandbox *sb)
+{
+	size_t i;
+
+	for (i = 0; i < sb->nrule_limits; i++)
+		gw_ratelim_unref(sb->rule_limits[i]);
+	free(sb->rule_limits);
+	sb->rule_limits = NULL;
+	sb->nrule_limits = 0;
+}
+
+/*
+ * The policy was set or swapped. Per-rule limits start over (rule indexes
+ * refer to the new policy); the sandbox's byte limit follows policy->rate
+ * (the lead's attach/update set req_bucket). A mode change closes every
+ * connection; a spliced connection whose rule is gone is closed; HTTP
+ * connections re-check on their next request anyway.
+ */
+void
+gw_proxy_policy_changed(struct gw_sandbox *sb)
+{
+	const struct gw_policy *p = sb->policy;
+	struct gw_conn *c, *next;
+	const struct gw_rule *rule;
+	const char *host;
+
+	gw_rule_limits_drop(sb);
+	sb->nrule_limits = p->nrules;
+	sb->rule_limits = xcalloc(p->nrules > 0 ? p->nrules : 1, sizeof(*sb->rule_limits));
+
+	if (p->rate.bps > 0) {
+		int fresh = sb->bytes_group == NULL;
+
+		sb->bytes_group = gw_bytes_group(sb->gw->base, p->rate.bps, sb->bytes_group);
+		if (fresh && sb->bytes_group != NULL)
+			TAILQ_FOREACH(c, &sb->conns, entry)
+				if (c->state != GW_CONN_PEEK)
+					gw_conn_join_group(c);
+	} else if (sb->bytes_group != NULL) {
+		TAILQ_FOREACH(c, &sb->conns, entry)
+			if (c->in != NULL)
+				bufferevent_remove_from_rate_limit_group(c->in);
+		bufferevent_rate_limit_group_free(sb->bytes_group);
+		sb->bytes_group = NULL;
+	}
+
+	for (c = TAILQ_FIRST(&sb->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->mode != p->mode) {
+			gw_conn_close(c, "policy mode changed");
+			continue;
+		}
+		if (c->state != GW_CONN_SPLICE && c->state != GW_CONN_DIAL)
+			continue;
+		if (c->l4)
+			rule = gw_l4_lookup(c, &host);
+		else if (c->mode == GW_MODE_ALLOWLIST && c->name[0] != '\0')
+			rule = gw_policy_http_rule(p, c->name, c->dport);	/* a WebSocket */
+		else
+			continue;
+		if (rule == NULL) {
+			struct gw_audit_rec r = { .allow = 0, .reason = "rule removed by a policy update" };
+
+			gw_conn_audit(c, &r);
+			gw_conn_close(c, "rule removed");
+		}
+	}
+}
+
+void
+gw_proxy_close_all(struct gw_sandbox *sb)
+{
+	struct gw_conn *c;
+
+	while ((c = TAILQ_FIRST(&sb->conns)) != NULL)
+		gw_conn_close(c, "sandbox detached");
+}
+
+/* After gw_proxy_close_all: the sandbox's rate-limit state. */
+void
+gw_proxy_sandbox_free(struct gw_sandbox *sb)
+{
+	gw_proxy_close_all(sb);
+	gw_rule_limits_drop(sb);
+	if (sb->bytes_group != NULL)
+		bufferevent_rate_limit_group_free(sb->bytes_group);
+	sb->bytes_group = NULL;
+}

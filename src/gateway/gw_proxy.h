@@ -1,0 +1,120 @@
+/*
+ * The proxy's connection object, shared by gw_proxy.c (accept, first-bytes
+ * classification, decisions, upstream dial, L4 splice, rate limits,
+ * teardown) and gw_proxy_http.c (the per-request HTTP relay).
+ *
+ * Ownership: a gw_conn belongs to its sandbox's conns list from accept to
+ * gw_conn_close(), which is the only way out: it frees every bufferevent,
+ * timer and resolver request at once and defers the free of the struct to
+ * the next loop turn, so a caller still holding the pointer after a close
+ * reads conn->closed instead of freed memory.
+ */
+#ifndef AIRLOCK_GW_PROXY_H
+#define AIRLOCK_GW_PROXY_H
+
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include <event2/bufferevent.h>
+
+#include "gateway/gw.h"
+#include "gateway/gw_http.h"
+
+#define GW_PEEK_MAX		(16 * 1024 + 512)	/* first bytes read before deciding */
+#define GW_PEEK_SHORT_MS	1000	/* no bytes by then: a server-speaks-first protocol */
+#define GW_HANDSHAKE_SECS	10	/* first bytes and the guest TLS handshake */
+#define GW_DIAL_SECS		10	/* connect + upstream TLS, per address */
+#define GW_HTTP_IDLE_SECS	120	/* kept-alive guest connection between requests */
+#define GW_RESPONSE_SECS	300	/* upstream silence while a response is due */
+#define GW_SPLICE_IDLE_SECS	1800	/* no byte either way on a spliced connection */
+#define GW_FLUSH_SECS		5	/* a last answer to the guest before closing */
+#define GW_BUF_HIGH		(256 * 1024)	/* per direction: stop reading above this */
+#define GW_MAX_ADDRS		8	/* upstream addresses tried per dial */
+
+enum gw_conn_state {
+	GW_CONN_PEEK,		/* reading the first bytes */
+	GW_CONN_HANDSHAKE,	/* TLS toward the guest */
+	GW_CONN_HTTP,		/* request/response relay (gw_proxy_http.c) */
+	GW_CONN_DIAL,		/* resolving and connecting, then splice */
+	GW_CONN_SPLICE,		/* bytes both ways, no inspection */
+	GW_CONN_CLOSING,	/* flushing a last answer to the guest */
+};
+
+/* Per-rule limits of the current policy; connections hold references. */
+struct gw_ratelim {
+	int					 refs;
+	struct gw_bucket			 req;
+	struct bufferevent_rate_limit_group	*bytes;	/* NULL without a bps limit */
+};
+
+struct gw_http_state;
+
+struct gw_conn {
+	struct gw_sandbox	*sb;
+	uint64_t		 id;
+	enum gw_conn_state	 state;
+	int			 closed;
+	TAILQ_ENTRY(gw_conn)	 entry;
+
+	struct sockaddr_in	 dst;		/* the guest's original destination */
+	int			 dport;
+	char			 dst_str[32];	/* "ip:port", audit */
+	enum gw_mode		 mode;		/* policy mode the connection was decided under */
+	const char		*kind;		/* "tls", "http", "l4": audit */
+	char			 sni[GW_NAME_MAX];	/* "" when none */
+	char			 name[GW_NAME_MAX];	/* name dialled; "" = the original destination */
+	char			*rule;		/* text of the rule that let it through */
+	int			 l4;		/* decided by an L4 rule (re-checked on update) */
+	int			 tls;		/* TLS terminated toward the guest */
+
+	struct bufferevent	*in;		/* guest side */
+	struct bufferevent	*out;		/* upstream side, NULL until dialled */
+	struct event		*timer;		/* peek deadline, flush deadline */
+	uint64_t		 t_start;	/* ms, accept */
+	uint64_t		 t_io;		/* ms, last byte either way */
+
+	/* Dialling. */
+	struct gw_resolve_req	*resolve;
+	struct sockaddr_in	 addrs[GW_MAX_ADDRS];
+	size_t			 naddrs, nexta;
+	char			 ip[INET6_ADDRSTRLEN];	/* address connected to, audit */
+	int			 out_tls;
+	int			 connected;
+	const char		*dial_error;	/* why the last attempt failed */
+	void			(*on_connected)(struct gw_conn *);
+	void			(*on_dial_failed)(struct gw_conn *, const char *reason);
+
+	struct gw_ratelim	*rl;		/* the rule's limits, or NULL */
+	uint64_t		 bytes_up;	/* whole connection */
+	uint64_t		 bytes_down;
+	int			 in_eof, out_eof;	/* splice: half-closes seen */
+
+	struct gw_http_state	*http;		/* GW_CONN_HTTP only */
+};
+
+/* gw_proxy.c */
+void gw_conn_close(struct gw_conn *, const char *reason);
+/* Send buf's contents (an answer) to the guest, then close. */
+void gw_conn_finish(struct gw_conn *, const char *reason);
+/* Resolve name (NULL: dial conn->dst), connect from the gateway, TLS if tls. */
+void gw_conn_dial(struct gw_conn *, const char *name, int tls);
+/* Move to the L4 splice with both bufferevents set up. */
+void gw_conn_splice(struct gw_conn *);
+/* Count and move bytes from one side's input to the other's output. */
+size_t gw_conn_move(struct gw_conn *, struct bufferevent *from, size_t max);
+/* Per-rule limits of rule under the sandbox's current policy (NULL: none). */
+struct gw_ratelim *gw_ratelim_get(struct gw_sandbox *, const struct gw_rule *);
+void gw_ratelim_unref(struct gw_ratelim *);
+/* Hold rl for conn and put its upstream side into rl's byte group. */
+void gw_conn_set_ratelim(struct gw_conn *, struct gw_ratelim *);
+void gw_conn_audit(struct gw_conn *, struct gw_audit_rec *);
+
+/* gw_proxy_http.c */
+void gw_http_start(struct gw_conn *, const char *bound);
+/* Audit a request still in flight and free the HTTP state. */
+void gw_http_free(struct gw_conn *);
+
+#endif
