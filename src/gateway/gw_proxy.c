@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <linux/netfilter_ipv4.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,13 +163,18 @@ gw_finish_check(struct gw_conn *c)
 
 	if (evbuffer_get_length(bufferevent_get_output(c->in)) != 0)
 		return;
+	if (u != NULL && !c->tls_closing) {
+		/* close_notify, written by OpenSSL through the filter's BIO. */
+		c->tls_closing = 1;
+		(void)SSL_shutdown(bufferevent_openssl_get_ssl(c->in));
+		ERR_clear_error();
+	}
 	if (u != NULL && evbuffer_get_length(bufferevent_get_output(u)) != 0) {
 		event_del(c->timer);
 		evtimer_add(c->timer, &tv);	/* poll: the filter hides the socket's drain */
 		return;
 	}
-	if (u == NULL)
-		shutdown(bufferevent_getfd(c->in), SHUT_WR);
+	shutdown(bufferevent_getfd(c->in), SHUT_WR);
 	evbuffer_drain(bufferevent_get_input(c->in), evbuffer_get_length(bufferevent_get_input(c->in)));
 	bufferevent_enable(c->in, EV_READ);
 }
@@ -242,6 +248,15 @@ gw_conn_finish(struct gw_conn *c, const char *reason)
 	gw_finish_check(c);
 }
 
+/* Heads and bodies leave in separate writes: do not let Nagle hold the second. */
+static void
+gw_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 /* The guest's destination before REDIRECT. */
 static int
 gw_original_dst(int fd, struct sockaddr_in *sin)
@@ -290,6 +305,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	TAILQ_INSERT_TAIL(&sb->conns, c, entry);
 	sb->counters.conns++;
 	evutil_make_socket_nonblocking(fd);
+	gw_nodelay(fd);
 	if ((c->in = bufferevent_socket_new(gw->base, fd, BEV_OPTS)) == NULL) {
 		close(fd);
 		gw_conn_close(c, "bufferevent_socket_new failed");
@@ -788,6 +804,7 @@ gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if ((what & BEV_EVENT_CONNECTED) && (!c->out_tls || gw_upstream_ok(c))) {
 		c->connected = 1;
+		gw_nodelay(bufferevent_getfd(c->out));
 		c->dial_error = NULL;
 		bufferevent_setcb(c->out, NULL, NULL, NULL, NULL);
 		if (c->rl != NULL && c->rl->bytes != NULL)

@@ -91,6 +91,7 @@ struct gw_conn {
 	uint64_t		 bytes_up;	/* whole connection */
 	uint64_t		 bytes_down;
 	int			 in_eof, out_eof;	/* splice: half-closes seen */
+	int			 tls_closing;	/* close_notify sent to the guest */
 
 	struct gw_http_state	*http;		/* GW_CONN_HTTP only */
 };

@@ -281,7 +281,7 @@ gw_http_next_request(struct gw_conn *c)
 {
 	struct gw_http_state *h = c->http;
 	struct gw_sandbox *sb = c->sb;
-	struct evbuffer *in = bufferevent_get_input(c->in);
+	struct evbuffer *in = bufferevent_get_input(c->in), *dst;
 	struct http_head head;
 	struct gw_http_verdict v;
 	struct gw_ratelim *rl;
@@ -339,7 +339,12 @@ gw_http_next_request(struct gw_conn *c)
 	h->resp = RESP_HEAD;
 	if (!head.keep_alive)
 		h->close_after = 1;
-	gw_http_head_write(c->connected ? bufferevent_get_output(c->out) : h->pending, &head);
+	dst = c->connected ? bufferevent_get_output(c->out) : h->pending;
+	n = evbuffer_get_length(dst);
+	gw_http_head_write(dst, &head);
+	n = evbuffer_get_length(dst) - n;
+	c->bytes_up += n;
+	sb->counters.bytes_up += n;
 	gw_http_head_wipe(&head);
 	gw_http_verdict_clear(&v);
 

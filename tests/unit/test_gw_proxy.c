@@ -1,0 +1,844 @@
+/*
+ * gw_proxy end to end on loopback, in a private network namespace: the real
+ * gateway code (attach with listeners standing in for the island's, DNS,
+ * interception, relay, splice) between a "guest" client thread and
+ * upstream servers in child processes. The island listener sits on
+ * 127.0.0.2:PORT, so the original destination (getsockname; no nftables
+ * here) has the port the upstream listens on at 127.0.0.1 (or 127.0.0.3).
+ * Loopback is a denied range: the policies carry an operator internal
+ * exception for 127.0.0.0/8, except where the deny itself is tested.
+ *
+ * Upstream names: api.test, other.test, ws.test → 127.0.0.1 (certificate
+ * from the test root); bad.test → 127.0.0.3 (self-signed, must be refused);
+ * db.test → 127.0.0.1 (L4 echo on 5432).
+ */
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <event2/dns_struct.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "common/http_parse.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/gw.h"
+#include "gateway/gw_addr.h"
+#include "gateway/gw_audit.h"
+#include "gateway/gw_resolve.h"
+#include "gateway/gw_sandbox.h"
+#include "gateway/gw_tls.h"
+#include "gw_testca.h"
+#include "t.h"
+
+#define SECRET	"s3cret-token-value"
+#define T_RUN_ARG(fn, a) do { fprintf(stderr, "-- %s\n", #fn); fn(a); } while (0)
+
+static struct tca	 ca;
+static struct gw	 gw;
+static char		 audit_dir[64];
+static pid_t		 servers[8];
+static int		 nservers;
+static char		 api_cert[256], api_key[256], bad_cert[256], bad_key[256];
+
+/* --- Helpers ------------------------------------------------------------- */
+
+static int
+tcp_listen(const char *ip, int port, int type)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, type, 0), one = 1;
+
+	inet_pton(AF_INET, ip, &sin.sin_addr);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+	    (type == SOCK_STREAM && listen(fd, 16) == -1)) {
+		fprintf(stderr, "bind %s:%d: %s\n", ip, port, strerror(errno));
+		exit(2);
+	}
+	return fd;
+}
+
+static int
+tcp_connect(const char *ip, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { 10, 0 };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, ip, &sin.sin_addr);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One side of a connection, plain or TLS, with a read buffer. */
+struct peer {
+	int	 fd;
+	SSL	*ssl;
+	char	 buf[1 << 16];
+	size_t	 len;
+};
+
+static ssize_t
+peer_read(struct peer *p)
+{
+	ssize_t n;
+
+	if (p->len == sizeof(p->buf))
+		return -1;
+	if (p->ssl != NULL)
+		n = SSL_read(p->ssl, p->buf + p->len, (int)(sizeof(p->buf) - p->len));
+	else
+		n = read(p->fd, p->buf + p->len, sizeof(p->buf) - p->len);
+	if (n > 0)
+		p->len += (size_t)n;
+	return n;
+}
+
+static int
+peer_write(struct peer *p, const void *data, size_t len)
+{
+	if (p->ssl != NULL)
+		return SSL_write(p->ssl, data, (int)len) == (int)len ? 0 : -1;
+	return write(p->fd, data, len) == (ssize_t)len ? 0 : -1;
+}
+
+static void
+peer_consume(struct peer *p, size_t n)
+{
+	memmove(p->buf, p->buf + n, p->len - n);
+	p->len -= n;
+}
+
+static void
+peer_close(struct peer *p)
+{
+	if (p->ssl != NULL) {
+		SSL_shutdown(p->ssl);
+		SSL_free(p->ssl);
+	}
+	if (p->fd != -1)
+		close(p->fd);
+	free(p);
+}
+
+static void
+collect(void *arg, const char *data, size_t n)
+{
+	struct evbuffer *b = arg;
+
+	evbuffer_add(b, data, n);
+}
+
+/* Read a body framed by h (chunked, length, or until close) into out. */
+static int
+peer_body(struct peer *p, const struct http_head *h, int until_close, struct evbuffer *out)
+{
+	struct http_body b;
+	size_t used;
+	char *cause = NULL;
+	enum http_body_state st = HTTP_BODY_MORE;
+
+	if (until_close) {
+		while (peer_read(p) > 0)
+			;
+		evbuffer_add(out, p->buf, p->len);
+		p->len = 0;
+		return 0;
+	}
+	if (!h->chunked && h->content_length <= 0)
+		return 0;
+	http_body_init(&b, h, 0);
+	for (;;) {
+		st = http_body_feed(&b, p->buf, p->len, &used, collect, out, &cause);
+		peer_consume(p, used);
+		if (st == HTTP_BODY_DONE)
+			return 0;
+		if (st == HTTP_BODY_ERROR || peer_read(p) <= 0) {
+			free(cause);
+			return -1;
+		}
+	}
+}
+
+/* --- Upstream servers (child processes, blocking) ------------------------ */
+
+static void
+srv_respond(struct peer *p, const struct http_head *h, const char *body, size_t blen)
+{
+	char *out, *t = h->target;
+
+	if (strcmp(t, "/chunked") == 0) {
+		const char *r = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+		peer_write(p, r, strlen(r));
+		return;
+	}
+	if (strcmp(t, "/big") == 0) {
+		size_t n = 4 << 20;
+		char *big = xmalloc(n);
+
+		memset(big, 'x', n);
+		xasprintf(&out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", n);
+		peer_write(p, out, strlen(out));
+		peer_write(p, big, n);
+		free(big);
+		free(out);
+		return;
+	}
+	if (strcmp(t, "/echo-body") == 0) {
+		xasprintf(&out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", blen);
+		peer_write(p, out, strlen(out));
+		peer_write(p, body, blen);
+		free(out);
+		return;
+	}
+	if (strcmp(t, "/echo-headers") == 0) {
+		struct evbuffer *b = evbuffer_new();
+		size_t i;
+
+		for (i = 0; i < h->nheaders; i++)
+			evbuffer_add_printf(b, "%s: %s\n", h->headers[i].name, h->headers[i].value);
+		xasprintf(&out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n",
+		    evbuffer_get_length(b));
+		peer_write(p, out, strlen(out));
+		peer_write(p, evbuffer_pullup(b, -1), evbuffer_get_length(b));
+		evbuffer_free(b);
+		free(out);
+		return;
+	}
+	xasprintf(&out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\nhello %s",
+	    strlen("hello ") + strlen(t), t);
+	peer_write(p, out, strlen(out));
+	free(out);
+}
+
+/* Serve requests on one connection until it closes. */
+static void
+srv_http(struct peer *p)
+{
+	struct http_head h;
+	struct evbuffer *body;
+	char *cause = NULL;
+	ssize_t n;
+	int status;
+
+	for (;;) {
+		while ((n = http_parse_head(p->buf, p->len, &h, &status, &cause)) == 0)
+			if (peer_read(p) <= 0)
+				return;
+		if (n < 0)
+			return;
+		peer_consume(p, (size_t)n);
+		if (strcmp(h.target, "/ws") == 0 && h.upgrade) {
+			const char *r = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+			    "Connection: Upgrade\r\n\r\n";
+			peer_write(p, r, strlen(r));
+			for (;;) {
+				if (p->len > 0) {
+					peer_write(p, p->buf, p->len);
+					p->len = 0;
+				}
+				if (peer_read(p) <= 0)
+					return;
+			}
+		}
+		body = evbuffer_new();
+		if (peer_body(p, &h, 0, body) == -1)
+			return;
+		if (strcmp(h.target, "/close") == 0) {
+			const char *r = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close";
+			peer_write(p, r, strlen(r));
+			evbuffer_free(body);
+			http_head_free(&h);
+			return;
+		}
+		srv_respond(p, &h, (const char *)evbuffer_pullup(body, -1), evbuffer_get_length(body));
+		evbuffer_free(body);
+		http_head_free(&h);
+	}
+}
+
+static int
+srv_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+    unsigned int inlen, void *arg)
+{
+	return SSL_select_next_proto((unsigned char **)out, outlen,
+	    (const unsigned char *)"\x08http/1.1", 9, in, inlen) == OPENSSL_NPN_NEGOTIATED ?
+	    SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
+}
+
+/* mode: "https", "http", "echo". */
+static void
+server(const char *ip, int port, const char *mode, const char *cert, const char *key)
+{
+	int lfd = tcp_listen(ip, port, SOCK_STREAM), fd;
+	SSL_CTX *ctx = NULL;
+	pid_t pid;
+
+	if ((pid = fork()) != 0) {
+		close(lfd);
+		servers[nservers++] = pid;
+		return;
+	}
+	if (cert != NULL) {
+		ctx = SSL_CTX_new(TLS_server_method());
+		SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM);
+		SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM);
+		SSL_CTX_set_alpn_select_cb(ctx, srv_alpn, NULL);
+	}
+	while ((fd = accept(lfd, NULL, NULL)) != -1) {
+		struct peer *p = xcalloc(1, sizeof(*p));
+		char buf[4096];
+		ssize_t n;
+
+		p->fd = fd;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		if (ctx != NULL) {
+			p->ssl = SSL_new(ctx);
+			SSL_set_fd(p->ssl, fd);
+			if (SSL_accept(p->ssl) != 1) {
+				peer_close(p);
+				continue;
+			}
+		}
+		if (strcmp(mode, "echo") == 0) {
+			/* Echo until EOF, then a last line: proves half-close travels. */
+			while ((n = read(fd, buf, sizeof(buf))) > 0)
+				if (write(fd, buf, (size_t)n) != n)
+					break;
+			if (write(fd, "bye\n", 4) != 4)
+				break;
+		} else
+			srv_http(p);
+		peer_close(p);
+	}
+	_exit(0);
+}
+
+/* --- DNS upstream (in the gateway's loop) --------------------------------- */
+
+static void
+dns_cb(struct evdns_server_request *req, void *arg)
+{
+	struct evdns_server_question *q = req->questions[0];
+	uint8_t lo1[4] = { 127, 0, 0, 1 }, lo3[4] = { 127, 0, 0, 3 }, priv[4] = { 10, 9, 9, 9 };
+	char name[256];
+	size_t i;
+
+	for (i = 0; q->name[i] != '\0' && i < sizeof(name) - 1; i++)
+		name[i] = (char)(q->name[i] | 0x20);
+	name[i] = '\0';
+	if (req->nquestions != 1 || q->type != EVDNS_TYPE_A) {
+		evdns_server_request_respond(req, 0);
+		return;
+	}
+	if (strcmp(name, "api.test") == 0 || strcmp(name, "other.test") == 0 ||
+	    strcmp(name, "ws.test") == 0 || strcmp(name, "db.test") == 0)
+		evdns_server_request_add_a_reply(req, q->name, 1, lo1, 60);
+	else if (strcmp(name, "bad.test") == 0)
+		evdns_server_request_add_a_reply(req, q->name, 1, lo3, 60);
+	else if (strcmp(name, "private.test") == 0)
+		evdns_server_request_add_a_reply(req, q->name, 1, priv, 60);
+	else {
+		evdns_server_request_respond(req, DNS_ERR_NOTEXIST);
+		return;
+	}
+	evdns_server_request_respond(req, 0);
+}
+
+/* --- The gateway and the guest thread ------------------------------------ */
+
+static struct gw_policy *
+policy(const char *text)
+{
+	json_error_t jerr;
+	json_t *j = json_loads(text, 0, &jerr);
+	char *cause = NULL;
+	struct gw_policy *p;
+
+	if (j == NULL || (p = gw_policy_parse(j, &cause)) == NULL) {
+		fprintf(stderr, "test policy: %s\n", j == NULL ? jerr.text : cause);
+		exit(2);
+	}
+	json_decref(j);
+	return p;
+}
+
+/* A sandbox whose island listener is 127.0.0.2:port. */
+static struct gw_sandbox *
+attach(const char *id, int port, const char *pol)
+{
+	char *cause = NULL;
+	struct gw_sandbox *sb;
+	char dnsip[32];
+
+	snprintf(dnsip, sizeof(dnsip), "127.0.%d.2", port % 250);
+	if (gw_sandbox_attach(&gw, id, "p", policy(pol), tcp_listen("127.0.0.2", port, SOCK_STREAM),
+	    tcp_listen(dnsip, 53, SOCK_DGRAM), &cause) == -1) {
+		fprintf(stderr, "attach: %s\n", cause);
+		exit(2);
+	}
+	sb = gw_sandbox_find(&gw, id);
+	return sb;
+}
+
+static void __attribute__((unused))
+update(struct gw_sandbox *sb, const char *pol)
+{
+	gw_sandbox_update(sb, policy(pol));
+}
+
+static int done_pipe[2];
+
+static void
+done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char c;
+
+	if (read(fd, &c, 1) == 1)
+		event_base_loopbreak(gw.base);
+}
+
+struct guest_run {
+	void	(*fn)(void *);
+	void	*arg;
+};
+
+static void *
+guest_thread(void *arg)
+{
+	struct guest_run *r = arg;
+
+	r->fn(r->arg);
+	if (write(done_pipe[1], "x", 1) != 1)
+		abort();
+	return NULL;
+}
+
+/* Run fn in a guest thread while the gateway's loop runs here. */
+static void
+as_guest(void (*fn)(void *), void *arg)
+{
+	struct guest_run r = { fn, arg };
+	pthread_t t;
+
+	pthread_create(&t, NULL, guest_thread, &r);
+	event_base_dispatch(gw.base);
+	pthread_join(t, NULL);
+	/* Let closes and deferred frees settle. */
+	for (int i = 0; i < 5; i++)
+		event_base_loop(gw.base, EVLOOP_NONBLOCK);
+}
+
+static SSL_CTX *guest_ctx;
+
+/* Guest: TLS to 127.0.0.2:port with sni, verifying against the test root. */
+static struct peer *
+guest_tls(int port, const char *sni)
+{
+	struct peer *p = xcalloc(1, sizeof(*p));
+
+	if ((p->fd = tcp_connect("127.0.0.2", port)) == -1) {
+		free(p);
+		return NULL;
+	}
+	p->ssl = SSL_new(guest_ctx);
+	SSL_set_fd(p->ssl, p->fd);
+	SSL_set_tlsext_host_name(p->ssl, sni);
+	SSL_set1_host(p->ssl, sni);
+	SSL_set_alpn_protos(p->ssl, (const unsigned char *)"\x02h2\x08http/1.1", 12);
+	if (SSL_connect(p->ssl) != 1) {
+		ERR_clear_error();
+		peer_close(p);
+		return NULL;
+	}
+	return p;
+}
+
+static struct peer *
+guest_plain(int port)
+{
+	struct peer *p = xcalloc(1, sizeof(*p));
+
+	if ((p->fd = tcp_connect("127.0.0.2", port)) == -1) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Send req, read one response: status (0 on EOF/garbage) and body. */
+static int
+exchange(struct peer *p, const char *req, char **body)
+{
+	struct http_head h;
+	struct evbuffer *b;
+	char *cause = NULL;
+	ssize_t n;
+	int code = 0, until_close;
+
+	if (body != NULL)
+		*body = NULL;
+	if (req != NULL && peer_write(p, req, strlen(req)) == -1)
+		return 0;
+	while ((n = http_parse_response_head(p->buf, p->len, &h, &code, &cause)) == 0)
+		if (peer_read(p) <= 0)
+			return 0;
+	if (n < 0) {
+		free(cause);
+		return 0;
+	}
+	peer_consume(p, (size_t)n);
+	until_close = !h.chunked && h.content_length < 0 && code >= 200 && code != 204 &&
+	    code != 304;
+	b = evbuffer_new();
+	if (code != 101 && peer_body(p, &h, until_close, b) == -1)
+		code = 0;
+	if (body != NULL) {
+		evbuffer_add(b, "", 1);
+		*body = xstrdup((const char *)evbuffer_pullup(b, -1));
+	}
+	evbuffer_free(b);
+	http_head_free(&h);
+	return code;
+}
+
+/* The peer closed (EOF or reset) without sending anything more. */
+static int
+closed(struct peer *p)
+{
+	return peer_read(p) <= 0;
+}
+
+static char *
+audit_text(void)
+{
+	char path[128], *out = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/audit.log", audit_dir);
+	if (read_file(path, 1 << 24, &out, &len, NULL) == -1)
+		return xstrdup("");
+	return out;
+}
+
+/* Does the audit log have a line containing all of the given fragments? */
+static int
+audited(const char *a, const char *b, const char *c)
+{
+	char *text = audit_text(), *line, *save = NULL;
+	int found = 0;
+
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, a) && (b == NULL || strstr(line, b)) &&
+		    (c == NULL || strstr(line, c)))
+			found = 1;
+	free(text);
+	return found;
+}
+
+/* --- Scenarios ------------------------------------------------------------ */
+
+#define POL_BASE "\"internal\":[\"127.0.0.0/8\"],\"credentials\":[{\"name\":\"TOKEN\"," \
+	"\"value\":\"" SECRET "\",\"hosts\":[\"api.test\"],\"header\":\"Authorization\"," \
+	"\"format\":\"Bearer {value}\"}]"
+
+static void
+g_https_keepalive(void *arg)
+{
+	struct peer *p = guest_tls(443, "api.test");
+	X509 *leaf;
+	char *body;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	/* The guest saw a leaf for api.test from the gateway's issuer, ALPN http/1.1. */
+	leaf = SSL_get1_peer_certificate(p->ssl);
+	CHECK(X509_check_issued(ca.inter, leaf) == X509_V_OK);
+	X509_free(leaf);
+	{
+		const unsigned char *alpn;
+		unsigned int alen;
+
+		SSL_get0_alpn_selected(p->ssl, &alpn, &alen);
+		CHECK(alen == 8 && memcmp(alpn, "http/1.1", 8) == 0);
+	}
+	CHECK(exchange(p, "GET /echo-headers HTTP/1.1\r\nHost: api.test\r\n"
+	    "Authorization: Bearer airlock:TOKEN\r\n\r\n", &body) == 200);
+	CHECK(body != NULL && strstr(body, "Authorization: Bearer " SECRET) != NULL);
+	CHECK(body != NULL && strstr(body, "Host: api.test") != NULL);
+	free(body);
+	/* Kept alive: a second request, with a body, then a chunked response. */
+	CHECK(exchange(p, "POST /echo-body HTTP/1.1\r\nHost: api.test\r\nContent-Length: 5\r\n\r\n"
+	    "abcde", &body) == 200);
+	CHECK_STR(body, "abcde");
+	free(body);
+	CHECK(exchange(p, "POST /echo-body HTTP/1.1\r\nHost: api.test\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "abcde");
+	free(body);
+	CHECK(exchange(p, "GET /chunked HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "hello world");
+	free(body);
+	/* Then another Host on the same connection: refused, and closed. */
+	CHECK(exchange(p, "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", &body) == 403);
+	CHECK(body != NULL && strstr(body, "Host differs from SNI") != NULL);
+	free(body);
+	CHECK(closed(p));
+	peer_close(p);
+}
+
+static void
+test_https_keepalive(struct gw_sandbox *sb)
+{
+	as_guest(g_https_keepalive, NULL);
+	CHECK(audited("\"kind\":\"tls\"", "\"sni\":\"api.test\"", "\"decision\":\"allow\""));
+	CHECK(audited("\"path\":\"/echo-headers\"", "\"credential\":\"TOKEN\"", "\"status\":200"));
+	CHECK(audited("\"host\":\"other.test\"", "\"decision\":\"deny\"",
+	    "\"reason\":\"Host differs from SNI\""));
+	CHECK(!audited(SECRET, NULL, NULL));
+	CHECK(sb->counters.requests_denied >= 1);
+}
+
+static void
+g_https_denied(void *arg)
+{
+	struct peer *p;
+	char *body;
+
+	/* SNI not in the allowlist: no certificate, no connection. */
+	CHECK(guest_tls(443, "evil.test") == NULL);
+	/* CONNECT tunnel through an allowed name. */
+	p = guest_tls(443, "api.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(exchange(p, "CONNECT evil.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+		    NULL) == 403);
+		peer_close(p);
+	}
+	/* The placeholder sent to a header it is not bound to. */
+	p = guest_tls(443, "api.test");
+	if (p != NULL) {
+		CHECK(exchange(p, "GET /echo-headers HTTP/1.1\r\nHost: api.test\r\n"
+		    "X-Leak: airlock:TOKEN\r\n\r\n", &body) == 403);
+		CHECK(body == NULL || strstr(body, SECRET) == NULL);
+		free(body);
+		peer_close(p);
+	}
+	/* Allowed name whose upstream certificate is not trusted. */
+	p = guest_tls(443, "bad.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(exchange(p, "GET / HTTP/1.1\r\nHost: bad.test\r\n\r\n", &body) == 502);
+		CHECK(body != NULL && strstr(body, "certificate") != NULL);
+		free(body);
+		peer_close(p);
+	}
+	/* Allowed name resolving into a denied range (rebinding to 10/8). */
+	p = guest_tls(443, "private.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(exchange(p, "GET / HTTP/1.1\r\nHost: private.test\r\n\r\n", NULL) == 502);
+		peer_close(p);
+	}
+}
+
+static void
+test_https_denied(struct gw_sandbox *sb)
+{
+	as_guest(g_https_denied, NULL);
+	CHECK(audited("\"sni\":\"evil.test\"", "\"decision\":\"deny\"", "SNI not allowed"));
+	CHECK(audited("\"method\":\"CONNECT\"", "\"decision\":\"deny\"", "CONNECT refused"));
+	CHECK(audited("\"credential\":\"TOKEN\"", "\"decision\":\"deny\"", "another header"));
+	CHECK(audited("\"host\":\"bad.test\"", "\"decision\":\"deny\"", "certificate not verified"));
+	CHECK(audited("\"host\":\"private.test\"", "\"decision\":\"deny\"", "denied"));
+}
+
+static void
+g_plain(void *arg)
+{
+	struct peer *p = guest_plain(80);
+	char *body;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(exchange(p, "GET /x HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "hello /x");
+	free(body);
+	/* Response delimited by the upstream closing. */
+	CHECK(exchange(p, "GET /close HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "until close");
+	free(body);
+	peer_close(p);
+
+	p = guest_plain(80);
+	CHECK(exchange(p, "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", NULL) == 403);
+	peer_close(p);
+	/* A credential never travels in clear text. */
+	p = guest_plain(80);
+	CHECK(exchange(p, "GET / HTTP/1.1\r\nHost: api.test\r\nAuthorization: airlock:TOKEN\r\n\r\n",
+	    NULL) == 403);
+	peer_close(p);
+	/* Garbage that is not HTTP, to port 80, without an L4 rule. */
+	p = guest_plain(80);
+	peer_write(p, "\x01\x02\x03 hello\r\n", 10);
+	CHECK(closed(p));
+	peer_close(p);
+}
+
+static void
+test_plain(void)
+{
+	as_guest(g_plain, NULL);
+	CHECK(audited("\"kind\":\"http\"", "\"host\":\"evil.test\"", "host not allowed"));
+	CHECK(audited("\"host\":\"api.test\"", "\"path\":\"/close\"", "\"status\":200"));
+}
+
+int
+main(void)
+{
+	struct evdns_server_port *dnsport;
+	struct gw_sandbox *s443, *s80;
+	char *cause = NULL, resolver[64];
+	struct event *done_ev;
+	int dnsfd;
+
+	signal(SIGPIPE, SIG_IGN);
+	log_init("test_gw_proxy", getenv("GW_DEBUG") ? LOG_LVL_DEBUG : LOG_LVL_WARN);
+	/* A private loopback: ports 80/443 and 127.0.0.x are ours alone. */
+	if (unshare(CLONE_NEWNET) == -1 && unshare(CLONE_NEWUSER | CLONE_NEWNET) == -1) {
+		fprintf(stderr, "no network namespace (%s): skipped\n", strerror(errno));
+		return 77;
+	}
+	{
+		struct ifreq ifr = { 0 };
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+		ioctl(s, SIOCGIFFLAGS, &ifr);
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(s, SIOCSIFFLAGS, &ifr) == -1) {
+			perror("lo up");
+			return 2;
+		}
+		close(s);
+	}
+	tca_init(&ca);
+	snprintf(api_cert, sizeof(api_cert), "%s/api.pem", ca.dir);
+	snprintf(api_key, sizeof(api_key), "%s/api.key", ca.dir);
+	{
+		/* bad.test: self-signed, not from any trusted CA. */
+		EVP_PKEY *k = EVP_EC_gen("P-256");
+		X509 *x = tca_cert("bad.test", k, NULL, NULL, 1, NULL);
+
+		snprintf(bad_cert, sizeof(bad_cert), "%s/bad.pem", ca.dir);
+		snprintf(bad_key, sizeof(bad_key), "%s/bad.key", ca.dir);
+		tca_write(bad_cert, x, NULL, NULL);
+		tca_write(bad_key, NULL, NULL, k);
+		X509_free(x);
+		EVP_PKEY_free(k);
+	}
+	{
+		/* One certificate for every 127.0.0.1 name. */
+		EVP_PKEY *k = EVP_EC_gen("P-256");
+		X509 *x = tca_cert("api.test", k, ca.root, ca.root_key, 0,
+		    "DNS:api.test,DNS:other.test,DNS:ws.test,DNS:private.test");
+
+		tca_write(api_cert, x, NULL, NULL);
+		tca_write(api_key, NULL, NULL, k);
+		X509_free(x);
+		EVP_PKEY_free(k);
+	}
+	server("127.0.0.1", 443, "https", api_cert, api_key);
+	server("127.0.0.3", 443, "https", bad_cert, bad_key);
+	server("127.0.0.1", 80, "http", NULL, NULL);
+	server("127.0.0.1", 5432, "echo", NULL, NULL);
+
+	memset(&gw, 0, sizeof(gw));
+	TAILQ_INIT(&gw.sandboxes);
+	gw.base = event_base_new();
+	dnsfd = tcp_listen("127.0.0.53", 53, SOCK_DGRAM);
+	evutil_make_socket_nonblocking(dnsfd);
+	dnsport = evdns_add_server_port_with_base(gw.base, dnsfd, 0, dns_cb, NULL);
+	snprintf(resolver, sizeof(resolver), "127.0.0.53");
+	if ((gw.dns = gw_resolver_new(gw.base, resolver, &cause)) == NULL ||
+	    (gw.certs = gw_certs_new(ca.int_pem, ca.int_key, &cause)) == NULL ||
+	    (gw.host_addrs = gw_addrset_local(&cause)) == NULL) {
+		fprintf(stderr, "setup: %s\n", cause);
+		return 2;
+	}
+	gw.upstream_ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_verify(gw.upstream_ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_load_verify_locations(gw.upstream_ctx, ca.root_pem, NULL);
+	snprintf(audit_dir, sizeof(audit_dir), "/tmp/test_gw_proxy.XXXXXX");
+	if (mkdtemp(audit_dir) == NULL ||
+	    (gw.audit = gw_audit_open(audit_dir, 1 << 24, 1, &cause)) == NULL)
+		return 2;
+	guest_ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_verify(guest_ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_load_verify_locations(guest_ctx, ca.root_pem, NULL);
+	if (pipe(done_pipe) == -1)
+		return 2;
+	done_ev = event_new(gw.base, done_pipe[0], EV_READ | EV_PERSIST, done_cb, NULL);
+	event_add(done_ev, NULL);
+
+	s443 = attach("s443", 443, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\",\"bad.test\","
+	    "\"private.test\"]," POL_BASE "}");
+	s80 = attach("s80", 80, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"]," POL_BASE "}");
+
+	T_RUN_ARG(test_https_keepalive, s443);
+	T_RUN_ARG(test_https_denied, s443);
+	T_RUN(test_plain);
+	(void)s80;
+
+	while (!TAILQ_EMPTY(&gw.sandboxes))
+		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
+	for (int i = 0; i < 5; i++)
+		event_base_loop(gw.base, EVLOOP_NONBLOCK);
+	for (int i = 0; i < nservers; i++) {
+		kill(servers[i], SIGTERM);
+		waitpid(servers[i], NULL, 0);
+	}
+	event_free(done_ev);
+	evdns_close_server_port(dnsport);
+	evdns_base_free(gw.dns, 0);
+	close(dnsfd);
+	gw_certs_free(gw.certs);
+	gw_addrset_free(gw.host_addrs);
+	SSL_CTX_free(gw.upstream_ctx);
+	SSL_CTX_free(guest_ctx);
+	gw_audit_close(gw.audit);
+	event_base_free(gw.base);
+	if (getenv("KEEP_AUDIT") == NULL)
+		(void)remove_tree(audit_dir, NULL);
+	else
+		fprintf(stderr, "audit log in %s\n", audit_dir);
+	tca_free(&ca);
+	return t_done();
+}
