@@ -71,6 +71,15 @@ schemas = {
   "Key": {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"},
       "project": {"type": "string"}, "role": {"type": "string"}, "prefix": {"type": "string"},
       "key": {"type": "string", "description": "only in the create answer"}}},
+  "AuditRecord": {"type": "object", "description": "one gateway decision; fields absent when not applicable",
+      "properties": {"time": {"type": "string", "format": "date-time"}, "sandbox": {"type": "string"},
+      "kind": {"type": "string", "enum": ["dns", "tls", "http", "l4"]}, "qname": {"type": "string"},
+      "qtype": {"type": "string"}, "sni": {"type": "string"}, "host": {"type": "string"},
+      "method": {"type": "string"}, "path": {"type": "string"}, "ip": {"type": "string"},
+      "port": {"type": "integer"}, "dst": {"type": "string"}, "rule": {"type": "string"},
+      "decision": {"type": "string", "enum": ["allow", "deny"]}, "reason": {"type": "string"},
+      "bytes_up": {"type": "integer"}, "bytes_down": {"type": "integer"}, "status": {"type": "integer"},
+      "credential": {"type": "string", "description": "name of an injected credential, never its value"}}},
   "PutSecret": {"type": "object", "additionalProperties": False, "required": ["value", "hosts"], "properties": {
       "value": {"type": "string", "minLength": 1, "maxLength": 65536, "writeOnly": True,
                 "description": "never returned; no CR or LF"},
@@ -133,6 +142,15 @@ paths = {
   "/v1/keys": {"get": op("List API keys", ok(200, {"type": "object"})),
                "post": op("Create an API key", ok(201, ref("Key")), req=body({"type": "object"}))},
   "/v1/keys/{id}": {"delete": op("Delete an API key", ok(204), [idp])},
+  "/v1/audit": {"get": op("Egress gateway decisions, newest first", ok(200, {"type": "object", "properties": {
+      "records": {"type": "array", "items": ref("AuditRecord")},
+      "truncated": {"type": "boolean", "description": "present when the scan budget ran out; narrow with since/until"}}}),
+      [{"name": "sandbox", "in": "query", "schema": {"type": "string"}},
+       {"name": "decision", "in": "query", "schema": {"type": "string", "enum": ["allow", "deny"]}},
+       {"name": "kind", "in": "query", "schema": {"type": "string", "enum": ["dns", "tls", "http", "l4"]}},
+       {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+       {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+       {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}])},
   "/v1/secrets": {"get": op("List secrets (metadata only)", ok(200, {"type": "object", "properties": {
       "secrets": {"type": "array", "items": ref("Secret")}}}), scopeq)},
   "/v1/secrets/{name}": {

@@ -40,6 +40,7 @@ static const struct api_route api_routes[] = {
 	{ "GET", "/v1/secrets", api_secrets_list, 0 },
 	{ "GET", "/v1/secrets/:", api_secrets_get, 0 },
 	{ "DELETE", "/v1/secrets/:", api_secrets_delete, 0 },
+	{ "GET", "/v1/audit", api_audit_list, 0 },
 	{ "GET", "/v1/templates", api_templates_list, 0 },
 	{ "POST", "/v1/templates", api_templates_build, R_ADMIN | R_JSON },
 	{ "DELETE", "/v1/templates/:", api_templates_delete, R_ADMIN },

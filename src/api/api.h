@@ -93,6 +93,7 @@ void api_secrets_put(struct api_call *c);
 void api_secrets_list(struct api_call *c);
 void api_secrets_get(struct api_call *c);
 void api_secrets_delete(struct api_call *c);
+void api_audit_list(struct api_call *c);
 void api_templates_list(struct api_call *c);
 void api_templates_delete(struct api_call *c);
 void api_templates_build(struct api_call *c);

@@ -330,6 +330,110 @@ def test_secrets(d, c):
     check("secrets.key is 0600 and 32 bytes", (st_key.st_mode & 0o777) == 0o600 and
           st_key.st_size == 32, oct(st_key.st_mode))
 
+AUD_A, AUD_B = "audaaaaaaaaaaaaaaaa1", "audbbbbbbbbbbbbbbbb2"   # in no project's store
+AUD_UNTIL = "2001-02-03T05:00:00Z"    # keeps out anything a real gateway logs meanwhile
+
+def audit_rec(i, sandbox, kind, decision, **kw):
+    r = {"time": f"2001-02-03T04:00:0{i}.000Z", "sandbox": sandbox, "kind": kind,
+         "decision": decision, "n": i}
+    r.update(kw)
+    return json.dumps(r, separators=(",", ":"))
+
+def audit_append(d, name, lines):
+    os.makedirs(os.path.join(d.dir, "audit"), exist_ok=True)
+    with open(os.path.join(d.dir, "audit", name), "a") as f:
+        f.write("".join(l + "\n" for l in lines))
+
+def audit_ns(c, query, expect=200):
+    st, _, j = raw_json(c, "GET", "/v1/audit" + query)
+    if st != expect:
+        return (st, j)
+    return [r.get("n") for r in j["records"]] if st == 200 else st
+
+def test_audit(d, c):
+    """GET /v1/audit over hand-written gateway files: order, filters, limit, scoping."""
+    audit_append(d, "audit.log.1", [
+        audit_rec(0, AUD_A, "dns", "allow", qname="a.example.com", qtype="A"),
+        "garbage that is not JSON",
+        audit_rec(1, AUD_B, "tls", "deny", sni="evil.example.com", reason="sni not allowed"),
+        audit_rec(2, AUD_A, "http", "allow", host="api.example.com", rule="api.example.com")])
+    audit_append(d, "audit.log", [
+        audit_rec(3, AUD_A, "dns", "deny", qname="x.evil.com", reason="not allowed"),
+        "", "[1,2]", '{"time":"yesterday","sandbox":"%s","decision":"deny"}' % AUD_A,
+        audit_rec(4, AUD_B, "http", "allow", host="api.example.com", method="GET", path="/"),
+        "x" * 300000,
+        audit_rec(5, AUD_A, "l4", "deny", ip="203.0.113.9", port=5432, reason="no rule"),
+        '{"time":"2001-02-03T04:00:05.500Z","sandbox":"%s","decision":"deny"' % AUD_A,
+        audit_rec(6, AUD_B, "dns", "allow", qname="b.example.com"),
+        audit_rec(7, AUD_A, "http", "deny", host="x.example.com", reason="host not allowed")])
+    u = "&until=" + AUD_UNTIL
+    got = audit_ns(c, "?" + u[1:])
+    check("audit: newest first across audit.log and .1, malformed lines skipped",
+          got == [7, 6, 5, 4, 3, 2, 1, 0], got)
+    st, _, j = raw_json(c, "GET", "/v1/audit?sandbox=" + AUD_A + "&limit=1")
+    check("audit: records come back as the gateway wrote them", st == 200 and j["records"] ==
+          [json.loads(audit_rec(7, AUD_A, "http", "deny", host="x.example.com",
+                                reason="host not allowed"))], j)
+    for q, want in (("?limit=3" + u, [7, 6, 5]),
+                    ("?sandbox=" + AUD_A, [7, 5, 3, 2, 0]),
+                    ("?sandbox=" + AUD_B + "&limit=10", [6, 4, 1]),
+                    ("?decision=deny" + u, [7, 5, 3, 1]),
+                    ("?decision=allow&sandbox=" + AUD_B, [6, 4]),
+                    ("?kind=dns&sandbox=" + AUD_A, [3, 0]),
+                    ("?since=2001-02-03T04:00:02Z&until=2001-02-03T04:00:05Z", [5, 4, 3, 2]),
+                    ("?since=2001-02-03T05:00:04%2B01:00&until=2001-02-03T04:00:06.5Z", [6, 5, 4]),
+                    ("?since=2001-02-03T04:00:06Z&sandbox=" + AUD_A, [7]),
+                    ("?sandbox=" + AUD_A + "&kind=tls", [])):
+        got = audit_ns(c, q)
+        check(f"audit {q} -> {want}", got == want, got)
+    for q in ("?decision=maybe", "?since=yesterday", "?until=2001-02-03", "?limit=0",
+              "?limit=1001", "?limit=x", "?kind=ftp",
+              "?since=2001-02-03T04:00:05Z&until=2001-02-03T04:00:01Z"):
+        got = audit_ns(c, q, expect=400)
+        check(f"audit {q} -> 400", got == 400, got)
+    other = user_key(c, "audit-other")
+    got = audit_ns(other, "?" + u[1:])
+    check("audit: another project's key sees none of these records", got == [], got)
+    got = audit_ns(other, "?sandbox=" + AUD_A, expect=404)
+    check("audit: another project's key cannot name a sandbox it does not own (404)", got == 404, got)
+
+def test_secrets_sandbox(d, c):
+    """Sandbox scope and audit scoping need a real sandbox in the store (boots a VM)."""
+    sid = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})["id"]
+    other = user_key(c, "sbx-other")
+    user = user_key(c, "default")
+    try:
+        put = {"value": SECRET + "-sb", "hosts": ["api.example.com"], "scope": "sandbox",
+               "sandbox": sid}
+        st, data, j = raw_json(c, "PUT", "/v1/secrets/SB_TOKEN", put)
+        check("sandbox-scoped secret put -> 201", st == 201 and j["scope"] == "sandbox" and
+              j["scope_id"] == sid and SECRET.encode() not in data, (st, j))
+        st, _, j = raw_json(user, "GET", f"/v1/secrets?sandbox={sid}")
+        check("list ?sandbox= shows it to the project", st == 200 and
+              [s["name"] for s in j["secrets"]] == ["SB_TOKEN"], (st, j))
+        st, _, j = raw_json(c, "GET", "/v1/secrets?scope=sandbox")
+        check("list ?scope=sandbox shows the project's sandbox secrets", st == 200 and
+              [(s["name"], s["scope_id"]) for s in j["secrets"]] == [("SB_TOKEN", sid)], (st, j))
+        st, _, j = raw_json(other, "GET", "/v1/secrets")
+        check("another project does not list it", st == 200 and
+              "SB_TOKEN" not in [s["name"] for s in j["secrets"]], (st, j))
+        st, _, j = raw_json(other, "PUT", "/v1/secrets/SB_TOKEN", put)
+        check("another project cannot put on our sandbox (404)", st == 404, (st, j))
+        st, _, j = raw_json(other, "DELETE", f"/v1/secrets/SB_TOKEN?sandbox={sid}")
+        check("another project cannot delete it (404)", st == 404, (st, j))
+        audit_append(d, "audit.log", [audit_rec(8, sid, "dns", "deny", qname="q.example.com"),
+                                      audit_rec(9, AUD_A, "dns", "deny", qname="q.example.com")])
+        got = audit_ns(user, "?until=" + AUD_UNTIL)
+        check("audit: a user key sees its project's sandbox records only", got == [8], got)
+        got = audit_ns(user, f"?sandbox={sid}")
+        check("audit: ?sandbox= of its own sandbox", got == [8], got)
+        got = audit_ns(other, f"?sandbox={sid}", expect=404)
+        check("audit: another project cannot query our sandbox", got == 404, got)
+        st, _, j = raw_json(c, "DELETE", f"/v1/secrets/SB_TOKEN?sandbox={sid}")
+        check("sandbox-scoped secret delete -> 204", st == 204, (st, j))
+    finally:
+        c.call("DELETE", f"/v1/sandboxes/{sid}")
+
 def test_restart(d, c):
     # SIGKILL while a create is in flight.
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
@@ -452,6 +556,8 @@ def main():
         # hand back the new client.
         for name, fn in (("bad input", lambda: test_bad_input(c)),
                          ("secrets", lambda: test_secrets(d, c)),
+                         ("audit", lambda: test_audit(d, c)),
+                         ("secrets sandbox", lambda: test_secrets_sandbox(d, c)),
                          ("lifecycle", lambda: test_lifecycle(d, c)),
                          ("concurrency", lambda: test_concurrency(c)),
                          ("restart", lambda: test_restart(d, c)),
