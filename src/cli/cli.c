@@ -31,9 +31,9 @@ cli_dispatch(const char *group, const struct cli_cmd *cmds, int argc, char **arg
 	for (c = cmds; c->name != NULL; c++) {
 		if (strcmp(c->name, argv[0]) != 0)
 			continue;
-		/* "VERB --help"; groups (template, key) list their own subcommands. */
+		/* "VERB --help"; groups (template, key, secret) list their own subcommands. */
 		if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) &&
-		    c->run != cmd_template && c->run != cmd_key) {
+		    c->run != cmd_template && c->run != cmd_key && c->run != cmd_secret) {
 			if (c->detail != NULL)
 				fputs(c->detail, stdout);
 			else

@@ -105,5 +105,7 @@ int cmd_rm(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_key(int argc, char **argv);
+int cmd_secret(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 
 #endif

@@ -5,7 +5,8 @@
 # read-only by symlink), a free port and its own admin key, which the CLI
 # finds through AIRLOCK_DATA_DIR as it would on a host.
 # Usage: cli.sh AIRLOCK AIRLOCKD [DATA_ROOT]. Exits 77 (skip) only when
-# the daemon binary is not built.
+# the daemon binary is not built. CLI_ONLY=1 stops after the sections that
+# need no VM (secrets, audit).
 set -uo pipefail
 airlock=${1:?airlock binary}
 airlockd=${2:?airlockd binary}
@@ -57,6 +58,23 @@ fi
 export AIRLOCK_URL=http://127.0.0.1:$port AIRLOCK_DATA_DIR=$dir
 unset AIRLOCK_API_KEY
 
+# Stop the daemon, check its log for sanitizer reports, and report.
+finish() {
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" 2>/dev/null
+	daemon_pid=
+	if grep -q -e "ERROR: AddressSanitizer" -e "ERROR: LeakSanitizer" -e "runtime error:" \
+	    "$dir/airlockd.log"; then
+		fail "airlockd ran clean under the sanitizers"
+	fi
+	if [ "$failures" -gt 0 ]; then
+		echo "airlockd log tail:"
+		tail -30 "$dir/airlockd.log"
+	fi
+	echo "$failures failure(s)"
+	[ "$failures" -eq 0 ]
+}
+
 # run NAME: run the rest, keeping stdout, stderr and the exit code.
 run() { "$airlock" "$@" >"$work/out" 2>"$work/err"; rc=$?; }
 out() { cat "$work/out"; }
@@ -71,6 +89,75 @@ run ls --json
 check "ls --json on an empty daemon is []" [ "$rc" -eq 0 -a "$(out | tr -d ' \n')" = "[]" ]
 run template ls
 check "template ls through the API lists base" grep -q "^base " "$work/out"
+
+echo "-- secrets"
+value="cli-s3cr3t-$$-$RANDOM"
+printf '%s\n' "$value" | "$airlock" secret set CLI_TOKEN --host api.example.com \
+	--host '*.example.org' >"$work/out" 2>"$work/err"
+rc=$?
+check "secret set from stdin" [ "$rc" -eq 0 ]
+check "secret set says what it created" grep -q "^created secret CLI_TOKEN (project default) for api.example.com \*.example.org$" "$work/out"
+printf '%s' "$value-2" >"$work/value"
+run secret set CLI_TOKEN --host api.example.com --header X-Api-Key --format '{value}' \
+	--value-file "$work/value" --json
+check "secret set --value-file --json replaces it, metadata only" [ "$rc" -eq 0 -a \
+	"$(out | json_field '["header"]')" = X-Api-Key -a "$(out | json_field '.get("value")')" = None ]
+run secret set CLI_TOKEN </dev/null
+check "secret set without --host is a usage error" [ "$rc" -eq 2 ]
+run secret set CLI_TOKEN --host api.example.com </dev/null
+expect "secret set with an empty value: exit 1, says so" '[ "$rc" -eq 1 ] && grep -q empty "$work/err"'
+printf 'x' | "$airlock" secret set bad-name --host api.example.com >"$work/out" 2>"$work/err"
+rc=$?
+expect "secret set with a bad name: exit 1, the API names the field" \
+	'[ "$rc" -eq 1 ] && grep -q "name: must match" "$work/err"'
+printf 'x' | "$airlock" secret set OTHER --host https://api.example.com/ >"$work/out" 2>"$work/err"
+rc=$?
+expect "secret set with a bad host: exit 1, the API names it" \
+	'[ "$rc" -eq 1 ] && grep -q "hosts\[0\]" "$work/err"'
+run secret ls
+check "secret ls shows the secret" grep -q "^CLI_TOKEN  *project  *default  *api.example.com  *X-Api-Key" "$work/out"
+run secret ls --json
+check "secret ls --json" [ "$(out | json_field '[0]["name"]')" = CLI_TOKEN ]
+run secret ls --scope global --json
+check "secret ls --scope global is empty" [ "$(out | tr -d ' \n')" = "[]" ]
+run secret ls --scope nowhere
+expect "secret ls with a bad scope: exit 1, the API's message" \
+	'[ "$rc" -eq 1 ] && grep -q "scope: must be" "$work/err"'
+run secret rm CLI_TOKEN
+check "secret rm" [ "$rc" -eq 0 -a "$(out)" = "removed secret CLI_TOKEN" ]
+run secret rm CLI_TOKEN
+expect "secret rm again: exit 1, not found" '[ "$rc" -eq 1 ] && grep -q "not found" "$work/err"'
+expect "the value never appears in any output or the daemon log" \
+	'! grep -rqF "$value" "$work" "$dir/airlockd.log" --exclude=value'
+
+echo "-- audit"
+mkdir -p "$dir/audit"
+cat >"$dir/audit/audit.log" <<'EOF2'
+{"time":"2001-02-03T04:00:01.000Z","sandbox":"clisbxaaaaaaaaaaaaa1","kind":"dns","qname":"a.example.com","decision":"allow","rule":"a.example.com"}
+not json
+{"time":"2001-02-03T04:00:02.000Z","sandbox":"clisbxaaaaaaaaaaaaa1","kind":"http","host":"evil.example.com","port":443,"decision":"deny","reason":"host not allowed"}
+EOF2
+run audit --json --until 2001-02-04T00:00:00Z
+check "audit --json: the records, newest first" [ "$rc" -eq 0 -a \
+	"$(out | python3 -c 'import json,sys; print([r["kind"] for r in json.load(sys.stdin)])')" = "['http', 'dns']" ]
+run audit --decision deny --sandbox clisbxaaaaaaaaaaaaa1 --limit 5 --json
+check "audit --decision deny" [ "$(out | json_field '[0]["reason"]')" = "host not allowed" -a \
+	"$(out | json_field '.__len__()')" = 1 ]
+run audit --until 2001-02-04T00:00:00Z
+check "audit table: host:port, decision and reason" \
+	grep -q "^2001-02-03T04:00:02.000Z  *clisbxaaaaaaaaaaaaa1 http evil.example.com:443  *deny  *host not allowed" "$work/out"
+check "audit table: a DNS decision names the query" grep -q "dns  *a.example.com  *allow" "$work/out"
+run audit --since 1h --json
+check "audit --since 1h: nothing that old" [ "$rc" -eq 0 -a "$(out | tr -d ' \n')" = "[]" ]
+run audit --decision maybe
+check "audit --decision maybe is a usage error" [ "$rc" -eq 2 ]
+run audit --since yesterday
+expect "audit --since yesterday: exit 1, the API names the parameter" \
+	'[ "$rc" -eq 1 ] && grep -q "since: must be" "$work/err"'
+if [ -n "${CLI_ONLY:-}" ]; then
+	finish
+	exit $?
+fi
 
 echo "-- create"
 run create --meta t=cli --env GREETING=hello --timeout 3600
@@ -221,16 +308,4 @@ check "rm" [ "$rc" -eq 0 -a "$(out)" = "removed $sid" ]
 run get "$sid"
 expect "get after rm: exit 1, not found" '[ "$rc" -eq 1 ] && grep -q "not found" "$work/err"'
 
-kill -TERM "$daemon_pid"
-wait "$daemon_pid" 2>/dev/null
-daemon_pid=
-if grep -q -e "ERROR: AddressSanitizer" -e "ERROR: LeakSanitizer" -e "runtime error:" \
-    "$dir/airlockd.log"; then
-	fail "airlockd ran clean under the sanitizers"
-fi
-if [ "$failures" -gt 0 ]; then
-	echo "airlockd log tail:"
-	tail -30 "$dir/airlockd.log"
-fi
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

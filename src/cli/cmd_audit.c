@@ -1,0 +1,178 @@
+/* airlock audit: the egress gateway's decisions (GET /v1/audit), newest first. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/cli_http.h"
+#include "common/util.h"
+
+/*
+ * --since/--until: RFC 3339 as is, or an age ("90s", "15m", "2h", "7d")
+ * turned into the UTC time that long ago. The daemon validates the rest.
+ */
+static char *
+audit_time_arg(const char *s)
+{
+	char *end, *out;
+	long long n;
+	struct tm tm;
+	time_t t;
+
+	n = strtoll(s, &end, 10);
+	if (end == s || n < 0 || end[0] == '\0' || end[1] != '\0' ||
+	    strchr("smhd", end[0]) == NULL)
+		return xstrdup(s);
+	n *= end[0] == 's' ? 1 : end[0] == 'm' ? 60 : end[0] == 'h' ? 3600 : 86400;
+	t = time(NULL) - (time_t)n;
+	gmtime_r(&t, &tm);
+	out = xmalloc(32);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return out;
+}
+
+/* Append "&key=value" (escaped) to *q. */
+static void
+audit_q(char **q, const char *key, const char *value)
+{
+	char *e = cli_http_escape(value), *t;
+
+	xasprintf(&t, "%s%c%s=%s", *q, **q != '\0' ? '&' : '?', key, e);
+	free(e);
+	free(*q);
+	*q = t;
+}
+
+/* What the decision was about: host, SNI, DNS name, or address:port. */
+static const char *
+audit_target(const json_t *r, char *buf, size_t len)
+{
+	const char *keys[] = { "host", "sni", "qname", "ip" };
+	const char *v;
+
+	for (size_t i = 0; i < 4; i++) {
+		if ((v = json_string_value(json_object_get(r, keys[i]))) == NULL)
+			continue;
+		if (json_is_integer(json_object_get(r, "port")) && strcmp(keys[i], "qname") != 0)
+			snprintf(buf, len, "%s:%lld", v,
+			    (long long)json_integer_value(json_object_get(r, "port")));
+		else
+			snprintf(buf, len, "%s", v);
+		return buf;
+	}
+	return "-";
+}
+
+static void
+audit_row(const json_t *r)
+{
+	char t[64], target[300];
+
+	cli_cell(stdout, cli_field(r, "time", t, sizeof t), 24);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(r, "sandbox", t, sizeof t), 20);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(r, "kind", t, sizeof t), 4);
+	fputc(' ', stdout);
+	cli_cell(stdout, audit_target(r, target, sizeof target), 32);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(r, "decision", t, sizeof t), 8);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(r, "reason", t, sizeof t), 24);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(r, "rule", t, sizeof t), 0);
+	fputc('\n', stdout);
+}
+
+int
+cmd_audit(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "sandbox", required_argument, NULL, 'b' },
+		{ "decision", required_argument, NULL, 'd' },
+		{ "kind", required_argument, NULL, 'k' },
+		{ "since", required_argument, NULL, 's' },
+		{ "until", required_argument, NULL, 'u' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char *q = xstrdup(""), *path, *cause = NULL, *t;
+	struct cli_api *api;
+	long long limit;
+	json_t *r, *rec;
+	int ch, json_out = 0;
+	size_t i;
+
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'b':
+			audit_q(&q, "sandbox", optarg);
+			break;
+		case 'd':
+			if (strcmp(optarg, "allow") != 0 && strcmp(optarg, "deny") != 0) {
+				fprintf(stderr, "airlock audit: --decision must be allow or deny\n");
+				goto usage;
+			}
+			audit_q(&q, "decision", optarg);
+			break;
+		case 'k':
+			audit_q(&q, "kind", optarg);
+			break;
+		case 's':
+		case 'u':
+			t = audit_time_arg(optarg);
+			audit_q(&q, ch == 's' ? "since" : "until", t);
+			free(t);
+			break;
+		case 'n':
+			if (cli_args_num(optarg, 1, 1000, &limit, "--limit", &cause) == -1) {
+				fprintf(stderr, "airlock audit: %s\n", cause);
+				free(cause);
+				goto usage;
+			}
+			audit_q(&q, "limit", optarg);
+			break;
+		case 'j':
+			json_out = 1;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc)
+		goto usage;
+	if ((api = cli_connect()) == NULL) {
+		free(q);
+		return CLI_EXIT_FAIL;
+	}
+	xasprintf(&path, "/v1/audit%s", q);
+	free(q);
+	r = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+	free(path);
+	cli_api_free(api);
+	if (r == NULL)
+		return cli_fail_cause(cause);
+	if (json_out)
+		cli_print_json(json_object_get(r, "records") ? json_object_get(r, "records") : r);
+	else {
+		printf("%-24s %-20s %-4s %-32s %-8s %-24s %s\n", "TIME", "SANDBOX", "KIND",
+		    "TARGET", "DECISION", "REASON", "RULE");
+		json_array_foreach(json_object_get(r, "records"), i, rec)
+			audit_row(rec);
+	}
+	if (json_is_true(json_object_get(r, "truncated")))
+		fprintf(stderr, "airlock audit: the daemon stopped scanning early; narrow the "
+		    "search with --since/--until\n");
+	json_decref(r);
+	return CLI_EXIT_OK;
+usage:
+	free(q);
+	fprintf(stderr, "usage: airlock audit [--sandbox ID] [--decision allow|deny] "
+	    "[--kind dns|tls|http|l4]\n       [--since T] [--until T] [--limit N] [--json]   "
+	    "(T: RFC 3339 or an age: 30s, 15m, 2h, 7d)\n");
+	return CLI_EXIT_USAGE;
+}
