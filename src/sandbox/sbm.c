@@ -875,6 +875,31 @@ sb_remove_snapshot(struct sandbox *sb)
 	sb->rec.snapshot = NULL;
 }
 
+/* Sandbox-scoped secrets die with their sandbox (ids are never reused, but rows would pile up). */
+static void
+sb_remove_secrets(struct sandbox *sb)
+{
+	struct store_secret *list = NULL;
+	size_t n = 0, i;
+	char *cause = NULL;
+
+	if (store_secret_list(sb->m->store, "sandbox", sb->rec.id, &list, &n, &cause) == -1) {
+		log_warnx("sandbox %s: list its secrets: %s", sb->rec.id, cause);
+		free(cause);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (store_secret_delete(sb->m->store, "sandbox", sb->rec.id, list[i].name,
+		    &cause) == -1) {
+			log_warnx("sandbox %s: delete secret %s: %s", sb->rec.id, list[i].name, cause);
+			free(cause);
+			cause = NULL;
+		}
+		store_secret_clear(&list[i]);
+	}
+	free(list);
+}
+
 static void
 sb_op_delete(struct sandbox *sb)
 {
@@ -883,6 +908,7 @@ sb_op_delete(struct sandbox *sb)
 	sb_set_state(sb, "deleting", NULL);
 	sb_release(sb);
 	sb_remove_snapshot(sb);
+	sb_remove_secrets(sb);
 	if (store_sandbox_delete(sb->m->store, sb->rec.id, &cause) == -1) {
 		log_warnx("sandbox %s: delete: %s", sb->rec.id, cause);
 		sb_op_finish(sb, cause, 500);
