@@ -83,6 +83,8 @@ gw_conn_audit(struct gw_conn *c, struct gw_audit_rec *r)
 		r->sni = c->sni;
 	if (r->ip == NULL && c->ip[0] != '\0')
 		r->ip = c->ip;
+	if (r->host == NULL && c->name[0] != '\0')
+		r->host = c->name;
 	if (r->port == 0)
 		r->port = c->dport;
 	r->dst = c->dst_str;
@@ -97,8 +99,6 @@ gw_conn_deny(struct gw_conn *c, const char *reason)
 {
 	struct gw_audit_rec r = { .allow = 0, .reason = reason };
 
-	if (c->name[0] != '\0')
-		r.host = c->name;
 	gw_conn_audit(c, &r);
 	c->sb->counters.conns_denied++;
 	gw_conn_close(c, reason);
@@ -128,6 +128,12 @@ gw_conn_close(struct gw_conn *c, const char *reason)
 	if (c->closed)
 		return;
 	c->closed = 1;
+	if (c->audit_on_close) {
+		struct gw_audit_rec r = { .allow = 1, .bytes_up = c->bytes_up,
+		    .bytes_down = c->bytes_down };
+
+		gw_conn_audit(c, &r);
+	}
 	log_debug("gateway: sandbox %s conn %llu (%s): closed: %s", sb->id,
 	    (unsigned long long)c->id, c->dst_str, reason);
 	if (c->http != NULL)
@@ -357,14 +363,11 @@ gw_conn_join_group(struct gw_conn *c)
 		bufferevent_add_to_rate_limit_group(c->in, c->sb->bytes_group);
 }
 
+/* Spliced: the allow is logged when the connection ends, with its bytes. */
 static void
 gw_splice_to_dst_connected(struct gw_conn *c)
 {
-	struct gw_audit_rec r = { .allow = 1 };
-
-	if (c->name[0] != '\0')
-		r.host = c->name;
-	gw_conn_audit(c, &r);
+	c->audit_on_close = 1;
 	gw_conn_splice(c);
 }
 
@@ -374,12 +377,24 @@ gw_splice_dial_failed(struct gw_conn *c, const char *reason)
 	gw_conn_deny(c, reason);
 }
 
+/* Full mode lets everything through a static rule: name it in the audit log. */
+static void
+gw_full_rule_text(struct gw_conn *c)
+{
+	const struct gw_rule *r;
+
+	if (c->rule == NULL && c->mode == GW_MODE_FULL &&
+	    (r = gw_policy_l4_rule(c->sb->policy, NULL, NULL, c->dport)) != NULL)
+		c->rule = xstrdup(r->text);
+}
+
 /* Splice to the original destination (full mode, or an L4 rule). */
 static void
 gw_splice_to_dst(struct gw_conn *c)
 {
 	const char *reason;
 
+	gw_full_rule_text(c);
 	if (gw_conn_addr_denied(c, &c->dst, &reason)) {
 		gw_conn_deny(c, reason);
 		return;
@@ -396,6 +411,7 @@ gw_splice_to_dst(struct gw_conn *c)
 static void
 gw_splice_by_name(struct gw_conn *c)
 {
+	gw_full_rule_text(c);
 	gw_conn_join_group(c);
 	evtimer_del(c->timer);
 	c->state = GW_CONN_DIAL;
@@ -1141,8 +1157,10 @@ gw_proxy_policy_changed(struct gw_sandbox *sb)
 		else
 			continue;
 		if (rule == NULL) {
-			struct gw_audit_rec r = { .allow = 0, .reason = "rule removed by a policy update" };
+			struct gw_audit_rec r = { .allow = 0, .reason = "rule removed by a policy update",
+			    .bytes_up = c->bytes_up, .bytes_down = c->bytes_down };
 
+			c->audit_on_close = 0;
 			gw_conn_audit(c, &r);
 			gw_conn_close(c, "rule removed");
 		}

@@ -92,6 +92,7 @@ struct gw_conn {
 	uint64_t		 bytes_down;
 	int			 in_eof, out_eof;	/* splice: half-closes seen */
 	int			 tls_closing;	/* close_notify sent to the guest */
+	int			 audit_on_close;	/* spliced: log the allow with its bytes at the end */
 
 	struct gw_http_state	*http;		/* GW_CONN_HTTP only */
 };

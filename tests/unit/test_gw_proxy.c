@@ -51,6 +51,7 @@
 
 #define SECRET	"s3cret-token-value"
 #define T_RUN_ARG(fn, a) do { fprintf(stderr, "-- %s\n", #fn); fn(a); } while (0)
+#define T_RUN_ARG2(fn, a, b) do { fprintf(stderr, "-- %s\n", #fn); fn(a, b); } while (0)
 
 static struct tca	 ca;
 static struct gw	 gw;
@@ -388,25 +389,21 @@ policy(const char *text)
 	return p;
 }
 
-/* A sandbox whose island listener is 127.0.0.2:port. */
+/* A sandbox whose island listener is ip:port, with its DNS socket on dnsip:53. */
 static struct gw_sandbox *
-attach(const char *id, int port, const char *pol)
+attach(const char *id, const char *ip, int port, const char *dnsip, const char *pol)
 {
 	char *cause = NULL;
-	struct gw_sandbox *sb;
-	char dnsip[32];
 
-	snprintf(dnsip, sizeof(dnsip), "127.0.%d.2", port % 250);
-	if (gw_sandbox_attach(&gw, id, "p", policy(pol), tcp_listen("127.0.0.2", port, SOCK_STREAM),
+	if (gw_sandbox_attach(&gw, id, "p", policy(pol), tcp_listen(ip, port, SOCK_STREAM),
 	    tcp_listen(dnsip, 53, SOCK_DGRAM), &cause) == -1) {
 		fprintf(stderr, "attach: %s\n", cause);
 		exit(2);
 	}
-	sb = gw_sandbox_find(&gw, id);
-	return sb;
+	return gw_sandbox_find(&gw, id);
 }
 
-static void __attribute__((unused))
+static void
 update(struct gw_sandbox *sb, const char *pol)
 {
 	gw_sandbox_update(sb, policy(pol));
@@ -456,20 +453,22 @@ as_guest(void (*fn)(void *), void *arg)
 
 static SSL_CTX *guest_ctx;
 
-/* Guest: TLS to 127.0.0.2:port with sni, verifying against the test root. */
+/* Guest: TLS to ip:port with sni, verifying against the test root. */
 static struct peer *
-guest_tls(int port, const char *sni)
+guest_tls_at(const char *ip, int port, const char *sni)
 {
 	struct peer *p = xcalloc(1, sizeof(*p));
 
-	if ((p->fd = tcp_connect("127.0.0.2", port)) == -1) {
+	if ((p->fd = tcp_connect(ip, port)) == -1) {
 		free(p);
 		return NULL;
 	}
 	p->ssl = SSL_new(guest_ctx);
 	SSL_set_fd(p->ssl, p->fd);
-	SSL_set_tlsext_host_name(p->ssl, sni);
-	SSL_set1_host(p->ssl, sni);
+	if (sni != NULL) {
+		SSL_set_tlsext_host_name(p->ssl, sni);
+		SSL_set1_host(p->ssl, sni);
+	}
 	SSL_set_alpn_protos(p->ssl, (const unsigned char *)"\x02h2\x08http/1.1", 12);
 	if (SSL_connect(p->ssl) != 1) {
 		ERR_clear_error();
@@ -477,6 +476,12 @@ guest_tls(int port, const char *sni)
 		return NULL;
 	}
 	return p;
+}
+
+static struct peer *
+guest_tls(int port, const char *sni)
+{
+	return guest_tls_at("127.0.0.2", port, sni);
 }
 
 static struct peer *
@@ -720,6 +725,316 @@ test_plain(void)
 	CHECK(audited("\"host\":\"api.test\"", "\"path\":\"/close\"", "\"status\":200"));
 }
 
+static void
+g_pipeline_halfclose(void *arg)
+{
+	struct peer *p = guest_plain(80);
+	char *body;
+
+	/* Two requests in one write: answered in order, each checked. */
+	CHECK(exchange(p, "GET /a HTTP/1.1\r\nHost: api.test\r\n\r\nGET /b HTTP/1.1\r\n"
+	    "Host: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "hello /a");
+	free(body);
+	CHECK(exchange(p, NULL, &body) == 200);
+	CHECK_STR(body, "hello /b");
+	free(body);
+	/* A guest that half-closes after its request still gets the answer. */
+	peer_write(p, "GET /c HTTP/1.1\r\nHost: api.test\r\n\r\n", 35);
+	shutdown(p->fd, SHUT_WR);
+	CHECK(exchange(p, NULL, &body) == 200);
+	CHECK_STR(body, "hello /c");
+	free(body);
+	CHECK(closed(p));
+	peer_close(p);
+}
+
+static void
+g_big(void *arg)
+{
+	struct peer *p = guest_tls(443, "api.test");
+	uint64_t t0 = gw_now_ms();
+	char *body;
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(exchange(p, "GET /big HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK(body != NULL && strlen(body) == (4 << 20));
+	free(body);
+	*(uint64_t *)arg = gw_now_ms() - t0;
+	peer_close(p);
+}
+
+static void
+g_websocket(void *arg)
+{
+	struct peer *p = guest_tls(443, "ws.test");
+	char buf[16];
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(exchange(p, "GET /ws HTTP/1.1\r\nHost: ws.test\r\nConnection: Upgrade\r\n"
+	    "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: eA==\r\n\r\n",
+	    NULL) == 101);
+	peer_write(p, "ping-frame", 10);
+	while (p->len < 10 && peer_read(p) > 0)
+		;
+	memcpy(buf, p->buf, 10);
+	buf[10] = '\0';
+	CHECK_STR(buf, "ping-frame");
+	peer_close(p);
+}
+
+static void
+g_rate(void *arg)
+{
+	struct peer *p = guest_plain(80);
+
+	CHECK(exchange(p, "GET /1 HTTP/1.1\r\nHost: api.test\r\n\r\n", NULL) == 200);
+	CHECK(exchange(p, "GET /2 HTTP/1.1\r\nHost: api.test\r\n\r\n", NULL) == 429);
+	CHECK(closed(p));
+	peer_close(p);
+	usleep(1100 * 1000);
+	p = guest_plain(80);
+	CHECK(exchange(p, "GET /3 HTTP/1.1\r\nHost: api.test\r\n\r\n", NULL) == 200);
+	peer_close(p);
+}
+
+static void
+g_mode_none(void *arg)
+{
+	struct peer *p = guest_plain(80);
+
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	peer_write(p, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n", 34);
+	CHECK(closed(p));
+	peer_close(p);
+}
+
+static void
+test_http_more(struct gw_sandbox *s443, struct gw_sandbox *s80)
+{
+	uint64_t ms = 0, limited = 0;
+
+	as_guest(g_pipeline_halfclose, NULL);
+	as_guest(g_big, &ms);
+	update(s443, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\",\"ws.test\"],"
+	    "\"rate\":{\"bps\":2000000}," POL_BASE "}");
+	as_guest(g_big, &limited);
+	/* 4 MiB at 2 MB/s, after a one-second burst: well over a second. */
+	CHECK(limited >= 1000);
+	CHECK(limited > ms);
+	fprintf(stderr, "4 MiB unlimited %llu ms, at 2 MB/s %llu ms\n", (unsigned long long)ms,
+	    (unsigned long long)limited);
+	as_guest(g_websocket, NULL);
+	CHECK(audited("\"host\":\"ws.test\"", "\"status\":101", "\"decision\":\"allow\""));
+
+	/* Per rule, then per sandbox: one request a second. */
+	update(s80, "{\"mode\":\"allowlist\",\"allow\":[{\"host\":\"api.test\",\"rate\":{\"rps\":1}}],"
+	    POL_BASE "}");
+	as_guest(g_rate, NULL);
+	update(s80, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"],\"rate\":{\"rps\":1}," POL_BASE
+	    "}");
+	as_guest(g_rate, NULL);
+	CHECK(audited("\"status\":429", "\"reason\":\"rate limit\"", "\"sandbox\":\"s80\""));
+
+	update(s80, "{\"mode\":\"none\"}");
+	as_guest(g_mode_none, NULL);
+	CHECK(audited("\"sandbox\":\"s80\"", "network mode none", NULL));
+}
+
+/* --- Full mode ---------------------------------------------------------- */
+
+static void
+g_full(void *arg)
+{
+	struct peer *p;
+	X509 *leaf;
+	char *body;
+
+	/* No credential bound to other.test: spliced, the upstream's own certificate. */
+	p = guest_tls_at("127.0.0.4", 443, "other.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		leaf = SSL_get1_peer_certificate(p->ssl);
+		CHECK(X509_check_issued(ca.root, leaf) == X509_V_OK);
+		X509_free(leaf);
+		CHECK(exchange(p, "GET /x HTTP/1.1\r\nHost: other.test\r\n\r\n", &body) == 200);
+		CHECK_STR(body, "hello /x");
+		free(body);
+		peer_close(p);
+	}
+	/* A credential is bound to api.test: intercepted, so it can be put in. */
+	p = guest_tls_at("127.0.0.4", 443, "api.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		leaf = SSL_get1_peer_certificate(p->ssl);
+		CHECK(X509_check_issued(ca.inter, leaf) == X509_V_OK);
+		X509_free(leaf);
+		CHECK(exchange(p, "GET /echo-headers HTTP/1.1\r\nHost: api.test\r\n"
+		    "Authorization: airlock:TOKEN\r\n\r\n", &body) == 200);
+		CHECK(body != NULL && strstr(body, "Bearer " SECRET) != NULL);
+		free(body);
+		peer_close(p);
+	}
+}
+
+static void
+g_full_denied(void *arg)
+{
+	/* Without the internal exception loopback is denied in full mode too. */
+	CHECK(guest_tls_at("127.0.0.4", 443, "other.test") == NULL);
+	/* No SNI: the original destination, 127.0.0.4, is loopback. */
+	CHECK(guest_tls_at("127.0.0.4", 443, NULL) == NULL);
+}
+
+static void
+test_full(void)
+{
+	struct gw_sandbox *sb = attach("sfull", "127.0.0.4", 443, "127.0.4.2",
+	    "{\"mode\":\"full\"," POL_BASE "}");
+
+	as_guest(g_full, NULL);
+	CHECK(audited("\"sandbox\":\"sfull\"", "\"sni\":\"other.test\"", "\"rule\":\"mode:full\""));
+	update(sb, "{\"mode\":\"full\"}");
+	as_guest(g_full_denied, NULL);
+	CHECK(audited("\"sandbox\":\"sfull\"", "\"decision\":\"deny\"", "denied addresses"));
+	CHECK(audited("\"sandbox\":\"sfull\"", "\"dst\":\"127.0.0.4:443\"", "\"reason\":\"loopback\""));
+	gw_sandbox_detach(sb);
+}
+
+/* --- L4 (needs nftables for a real REDIRECT) ------------------------------ */
+
+static int l4_fd = -1;
+
+static int
+guest_marked(const char *ip, int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { 10, 0 };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), mark = 1;
+
+	inet_pton(AF_INET, ip, &sin.sin_addr);
+	setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A guest's A query to its sandbox's DNS; returns the answer count. */
+static int
+guest_dns(const char *server, const char *name)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(53) };
+	struct timeval tv = { 5, 0 };
+	uint8_t q[300] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 }, r[512];
+	size_t n = 12;
+	const char *l = name;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ssize_t got;
+
+	while (*l != '\0') {
+		size_t len = strcspn(l, ".");
+		q[n++] = (uint8_t)len;
+		memcpy(q + n, l, len);
+		n += len;
+		l += len;
+		if (*l == '.')
+			l++;
+	}
+	memcpy(q + n, "\0\0\1\0\1", 5);
+	n += 5;
+	inet_pton(AF_INET, server, &sin.sin_addr);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	sendto(fd, q, n, 0, (struct sockaddr *)&sin, sizeof(sin));
+	got = recv(fd, r, sizeof(r), 0);
+	close(fd);
+	return got >= 12 ? (r[6] << 8 | r[7]) : -1;
+}
+
+static int
+fd_closed(int fd)
+{
+	char c;
+
+	return read(fd, &c, 1) <= 0;
+}
+
+static void
+g_l4(void *arg)
+{
+	char buf[64];
+	ssize_t n, got = 0;
+	int fd;
+
+	/* db.test:5432 is allowed, but the guest has not resolved it here yet. */
+	fd = guest_marked("127.0.0.1", 5432);
+	CHECK(fd != -1 && fd_closed(fd));
+	close(fd);
+	CHECK(guest_dns("127.0.5.2", "db.test") == 1);
+	fd = guest_marked("127.0.0.1", 5432);
+	CHECK(write(fd, "hello", 5) == 5);
+	shutdown(fd, SHUT_WR);
+	while ((n = read(fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+		got += n;
+	buf[got] = '\0';
+	CHECK_STR(buf, "hellobye\n");	/* echoed, then the EOF came through */
+	close(fd);
+	/* Same address, a port without a rule. */
+	fd = guest_marked("127.0.0.1", 5433);
+	CHECK(fd != -1 && fd_closed(fd));
+	close(fd);
+	/* One left open for the policy update. */
+	l4_fd = guest_marked("127.0.0.1", 5432);
+	CHECK(write(l4_fd, "x", 1) == 1);
+	CHECK(read(l4_fd, buf, 1) == 1);
+}
+
+static void
+g_l4_after_update(void *arg)
+{
+	CHECK(fd_closed(l4_fd));
+	close(l4_fd);
+}
+
+static void
+test_l4(void)
+{
+	const char *rules = "table ip gwtest {\n chain out {\n"
+	    "  type nat hook output priority -100; policy accept;\n"
+	    "  meta mark 0x1 tcp dport { 5432, 5433 } redirect to :15001\n }\n}\n";
+	char path[128];
+	struct gw_sandbox *sb;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/nft.rules", ca.dir);
+	f = fopen(path, "w");
+	fputs(rules, f);
+	fclose(f);
+	snprintf(path, sizeof(path), "nft -f %s/nft.rules 2>/dev/null", ca.dir);
+	if (system(path) != 0) {
+		fprintf(stderr, "nft unavailable: L4 scenarios skipped\n");
+		return;
+	}
+	sb = attach("sl4", "127.0.0.1", 15001, "127.0.5.2",
+	    "{\"mode\":\"allowlist\",\"allow\":[\"db.test:5432\"],\"internal\":[\"127.0.0.0/8\"]}");
+	as_guest(g_l4, NULL);
+	CHECK(audited("\"kind\":\"l4\"", "\"dst\":\"127.0.0.1:5432\"", "\"rule\":\"db.test:5432\""));
+	CHECK(audited("\"dst\":\"127.0.0.1:5433\"", "\"decision\":\"deny\"", NULL));
+	/* The rule goes away: the open splice is closed. */
+	update(sb, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"],\"internal\":[\"127.0.0.0/8\"]}");
+	as_guest(g_l4_after_update, NULL);
+	CHECK(audited("\"dst\":\"127.0.0.1:5432\"", "rule removed", NULL));
+	gw_sandbox_detach(sb);
+}
+
 int
 main(void)
 {
@@ -808,14 +1123,16 @@ main(void)
 	done_ev = event_new(gw.base, done_pipe[0], EV_READ | EV_PERSIST, done_cb, NULL);
 	event_add(done_ev, NULL);
 
-	s443 = attach("s443", 443, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\",\"bad.test\","
+	s443 = attach("s443", "127.0.0.2", 443, "127.0.1.2", "{\"mode\":\"allowlist\",\"allow\":[\"api.test\",\"bad.test\","
 	    "\"private.test\"]," POL_BASE "}");
-	s80 = attach("s80", 80, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"]," POL_BASE "}");
+	s80 = attach("s80", "127.0.0.2", 80, "127.0.2.2", "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"]," POL_BASE "}");
 
 	T_RUN_ARG(test_https_keepalive, s443);
 	T_RUN_ARG(test_https_denied, s443);
 	T_RUN(test_plain);
-	(void)s80;
+	T_RUN_ARG2(test_http_more, s443, s80);
+	T_RUN(test_full);
+	T_RUN(test_l4);
 
 	while (!TAILQ_EMPTY(&gw.sandboxes))
 		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
