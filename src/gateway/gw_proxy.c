@@ -298,11 +298,29 @@ void
 gw_proxy_accept(struct gw_sandbox *sb, int fd)
 {
 	struct gw *gw = sb->gw;
-	struct gw_conn *c = xcalloc(1, sizeof(*c));
+	struct gw_conn *c;
 	struct timeval tv;
 	char ip[INET_ADDRSTRLEN];
-	int l4_possible;
+	int l4_possible, n = 0;
 
+	TAILQ_FOREACH(c, &sb->conns, entry)
+		n++;
+	if (n >= GW_CONNS_MAX) {
+		static uint64_t last_ms;
+		struct gw_audit_rec r = { .sandbox = sb->id, .kind = "tcp", .allow = 0,
+		    .reason = "too many connections" };
+
+		close(fd);
+		sb->counters.conns++;
+		sb->counters.conns_denied++;
+		/* A guest looping on connect must not flood the audit log: one line a second. */
+		if (gw_now_ms() - last_ms >= 1000) {
+			last_ms = gw_now_ms();
+			gw_audit_log(gw->audit, &r);
+		}
+		return;
+	}
+	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
 	c->id = ++gw->conn_seq;
 	c->t_start = c->t_io = gw_now_ms();

@@ -33,6 +33,7 @@
 #define GW_FLUSH_SECS		5	/* a last answer to the guest before closing */
 #define GW_BUF_HIGH		(256 * 1024)	/* per direction: stop reading above this */
 #define GW_MAX_ADDRS		8	/* upstream addresses tried per dial */
+#define GW_CONNS_MAX		512	/* live connections per sandbox: one guest cannot take every fd */
 
 enum gw_conn_state {
 	GW_CONN_PEEK,		/* reading the first bytes */
