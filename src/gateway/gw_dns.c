@@ -313,16 +313,37 @@ gw_dns_shape(const struct dns_msg *m)
 	return NULL;
 }
 
-/* Rate limited: REFUSED, with one audit line a second saying how many. */
+/*
+ * One audit line for the queries refused by the rate limit since the last
+ * one, if a second has passed (or force).
+ */
+static void
+gw_dns_limited_flush(struct gw_dns *d, int force)
+{
+	struct gw_dns_verdict	 v = { DNS_R_REFUSED, 0, NULL, NULL };
+	char			 reason[64];
+
+	if (d->limited == 0 || (!force && gw_now_ms() - d->limited_ms < 1000))
+		return;
+	snprintf(reason, sizeof reason, "rate limited (%llu queries refused)",
+	    (unsigned long long)d->limited);
+	v.reason = reason;
+	gw_dns_audit_line(d->sb, NULL, 0, &v);
+	d->limited = 0;
+	d->limited_ms = gw_now_ms();
+}
+
+/*
+ * Rate limited: REFUSED, and at most one audit line a second saying how
+ * many; the rest of a burst is written by the next query let through (or
+ * the detach), so a flood costs the audit log nothing and loses no count.
+ */
 static void
 gw_dns_limited(struct gw_dns *d, const uint8_t *buf, size_t len,
     const struct sockaddr_storage *from, socklen_t fromlen)
 {
-	struct gw_dns_verdict	 v = { DNS_R_REFUSED, 0, "rate limited", NULL };
 	struct dns_reply	 rep;
 	uint8_t			 out[DNS_HDR_LEN];
-	uint64_t		 now = gw_now_ms();
-	char			 reason[64];
 
 	d->sb->counters.dns_denied++;
 	if (len >= DNS_HDR_LEN && !(buf[2] & 0x80)) {
@@ -334,14 +355,7 @@ gw_dns_limited(struct gw_dns *d, const uint8_t *buf, size_t len,
 			gw_dns_send(d->sb, out, sizeof out, from, fromlen);
 	}
 	d->limited++;
-	if (now - d->limited_ms < 1000)
-		return;
-	snprintf(reason, sizeof reason, "rate limited (%llu queries refused)",
-	    (unsigned long long)d->limited);
-	v.reason = reason;
-	gw_dns_audit_line(d->sb, NULL, 0, &v);
-	d->limited = 0;
-	d->limited_ms = now;
+	gw_dns_limited_flush(d, 0);
 }
 
 /* One datagram from the guest. */
@@ -360,6 +374,7 @@ gw_dns_query(struct gw_sandbox *sb, const uint8_t *buf, size_t len,
 		gw_dns_limited(d, buf, len, from, fromlen);
 		return;
 	}
+	gw_dns_limited_flush(d, 0);
 	if (len < DNS_HDR_LEN || (buf[2] & 0x80)) {
 		/* Never answer a response: two gateways would echo forever. */
 		v.reason = len < DNS_HDR_LEN ? "malformed: short" : "not a query";
@@ -453,6 +468,7 @@ gw_dns_detach(struct gw_sandbox *sb)
 
 	if (d == NULL)
 		return;
+	gw_dns_limited_flush(d, 1);
 	while ((qy = TAILQ_FIRST(&d->pending)) != NULL) {
 		TAILQ_REMOVE(&d->pending, qy, entry);
 		gw_resolve_cancel(qy->req);

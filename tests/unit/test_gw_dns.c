@@ -436,6 +436,28 @@ test_malformed(void)
 	    dns_msg_parse(out, (size_t)n, &r, NULL) == 0 && DNS_F_RCODE(r.flags) == DNS_R_REFUSED);
 }
 
+/* The sum of the rate-limit audit lines' counts for a sandbox. */
+static int
+limited_total(const char *id)
+{
+	char		 path[128], needle[64], *text = NULL, *line, *save = NULL, *p;
+	size_t		 len;
+	unsigned	 n;
+	int		 total = 0;
+
+	snprintf(path, sizeof path, "%s/audit.log", audit_dir);
+	snprintf(needle, sizeof needle, "\"sandbox\":\"%s\"", id);
+	if (read_file(path, 1 << 20, &text, &len, NULL) != 0)
+		return -1;
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, needle) != NULL &&
+		    (p = strstr(line, "rate limited (")) != NULL &&
+		    sscanf(p, "rate limited (%u", &n) == 1)
+			total += (int)n;
+	free(text);
+	return total;
+}
+
 static void
 count_reply(const uint8_t *out, ssize_t n, int *refused, int *answered)
 {
@@ -472,6 +494,8 @@ test_rate_limit(void)
 	CHECK(sb->counters.dns_queries == GW_DNS_BURST + 60);
 	CHECK(audited("\"sandbox\":\"sb2\"", "rate limited (", NULL));
 	gw_sandbox_detach(sb);
+	/* Every refusal is accounted for once the sandbox is gone. */
+	CHECK(limited_total("sb2") == refused);
 }
 
 /* Mode none: REFUSED, even for a name a rule would allow. */
