@@ -148,6 +148,7 @@ dns_name_text(const struct dns_name *n, char *out, size_t outlen)
 		}
 		i += 1 + l;
 	}
+	out[o] = '\0';		/* o < outlen: the last snprintf fit */
 	return 0;
 }
 
