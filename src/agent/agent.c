@@ -25,7 +25,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -143,6 +145,57 @@ agent_lo_up(void)
 	close(s);
 }
 
+/*
+ * The NIC of a networked sandbox (virtio-net, eth0): 10.0.0.2/30, default
+ * route via 10.0.0.1, the same in every island (each is alone in its own
+ * namespace on the host). Everything the guest sends meets the island's
+ * rules and the egress gateway there, whatever it reconfigures here as
+ * root. No NIC (network mode none): nothing to do.
+ */
+static void
+agent_net_up(void)
+{
+	struct ifreq ifr;
+	struct rtentry rt;
+	struct sockaddr_in *sin;
+	int s;
+
+	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", AGENT_NET_IF);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == -1) {
+		close(s);	/* no NIC */
+		return;
+	}
+	agent_write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+	sin = (struct sockaddr_in *)&ifr.ifr_addr;
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, AGENT_NET_ADDR, &sin->sin_addr);
+	if (ioctl(s, SIOCSIFADDR, &ifr) == -1)
+		alog("%s address: %s", AGENT_NET_IF, strerror(errno));
+	inet_pton(AF_INET, "255.255.255.252", &sin->sin_addr);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) == -1)
+		alog("%s netmask: %s", AGENT_NET_IF, strerror(errno));
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		if (ioctl(s, SIOCSIFFLAGS, &ifr) == -1)
+			alog("%s up: %s", AGENT_NET_IF, strerror(errno));
+	}
+	memset(&rt, 0, sizeof(rt));
+	sin = (struct sockaddr_in *)&rt.rt_dst;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_genmask;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_gateway;
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, AGENT_NET_GATEWAY, &sin->sin_addr);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	if (ioctl(s, SIOCADDRT, &rt) == -1 && errno != EEXIST)
+		alog("default route: %s", strerror(errno));
+	close(s);
+}
+
 static void
 agent_pid1_setup(void)
 {
@@ -154,6 +207,7 @@ agent_pid1_setup(void)
 	if (symlink("/dev/pts/ptmx", "/dev/ptmx") == -1 && errno != EEXIST)
 		alog("ptmx: %s", strerror(errno));
 	agent_lo_up();
+	agent_net_up();
 	/* The OOM killer must pick a user command, never init (that would panic). */
 	agent_write_file("/proc/self/oom_score_adj", "-1000");
 	/* Ctrl-Alt-Del becomes SIGINT to us instead of an instant reboot. */

@@ -24,6 +24,9 @@ struct http_conn;
 struct http_req;
 
 #define AGENT_ENV_FILE		"/etc/airlock/env"
+#define AGENT_NET_IF		"eth0"		/* virtio-net, when the sandbox has a network */
+#define AGENT_NET_ADDR		"10.0.0.2"	/* net/net_island.h NET_GUEST_ADDR */
+#define AGENT_NET_GATEWAY	"10.0.0.1"
 #define AGENT_DEFAULT_USER	"user"
 #define AGENT_ENVD_VERSION	"0.5.7"		/* what we answer like */
 #define AGENT_MAX_ENV		1024		/* sandbox env vars */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,34 @@ net_sysctl(const char *path, const char *value, char **cause)
 	return 0;
 }
 
+/*
+ * The host side gets a fixed MAC, the same in every island: a restored
+ * guest still has 10.0.0.1 in its neighbour cache, and a new random MAC on
+ * the new tap would black-hole its traffic until the entry expires.
+ */
+static int
+net_tap_set_mac(char **cause)
+{
+	static const unsigned char mac[6] = NET_HOST_MAC_BYTES;
+	struct ifreq ifr;
+	int s, rc = 0;
+
+	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1) {
+		cause_set(cause, "socket: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", NET_TAP_NAME);
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, mac, sizeof(mac));
+	if (ioctl(s, SIOCSIFHWADDR, &ifr) == -1) {
+		cause_set(cause, "set %s MAC: %s", NET_TAP_NAME, strerror(errno));
+		rc = -1;
+	}
+	close(s);
+	return rc;
+}
+
 /* Create the tap in the current netns; returns its fd. */
 static int
 net_tap_open(int persist, char **cause)
@@ -121,6 +150,10 @@ net_tap_open(int persist, char **cause)
 	}
 	if (persist && ioctl(fd, TUNSETPERSIST, 1) == -1) {
 		cause_set(cause, "TUNSETPERSIST %s: %s", NET_TAP_NAME, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (persist && net_tap_set_mac(cause) == -1) {
 		close(fd);
 		return -1;
 	}

@@ -22,6 +22,7 @@
 #define NET_GUEST_ADDR		"10.0.0.2"
 #define NET_PREFIXLEN		30
 #define NET_GUEST_MAC		"52:54:00:0a:00:02"
+#define NET_HOST_MAC_BYTES	{ 0x52, 0x54, 0x00, 0x0a, 0x00, 0x01 }	/* the tap */
 #define NET_NFT_TABLE		"airlock"
 #define NET_GW_TCP_PORT		"15001"	/* gateway listener (gateway/gw.h GW_LISTEN_PORT) */
 #define NET_GW_DNS_PORT		"53"
