@@ -35,7 +35,7 @@ struct gw_resolve_req {
 	gw_resolve_cb		 cb;
 	void			*arg;
 	char			 name[256];
-	struct evdns_request	*h4;		/* NULL once its callback ran */
+	struct evdns_request	*h4;		/* NULL once its callback ran, or cancelled */
 	struct evdns_request	*h6;
 	int			 pending;	/* evdns callbacks still to come */
 	int			 err4;
@@ -251,9 +251,13 @@ gw_resolve_cancel(struct gw_resolve_req *req)
 {
 	req->sb = NULL;
 	req->cb = NULL;
-	/* Each evdns callback still comes, once; the last one frees req. */
+	/*
+	 * Each evdns callback still comes, once; the last one frees req. The
+	 * handles are forgotten here so a second cancel does nothing.
+	 */
 	if (req->h4 != NULL)
 		evdns_cancel_request(req->dns, req->h4);
 	if (req->h6 != NULL)
 		evdns_cancel_request(req->dns, req->h6);
+	req->h4 = req->h6 = NULL;
 }

@@ -539,6 +539,45 @@ test_detach_pending(void)
 	CHECK(recv_reply(out, sizeof out, 300) == -1);
 }
 
+static int resolved_calls, resolved_err;
+static size_t resolved_n;
+
+static void
+resolved(int err, const struct gw_addrs *a, void *arg)
+{
+	resolved_calls++;
+	resolved_err = err;
+	resolved_n = a->n;
+}
+
+/* gw_resolve alone: never calls back inside the call, once after, never after cancel. */
+static void
+test_resolve_api(void)
+{
+	struct gw_sandbox	*sb = gw_sandbox_find(&gw, "sb1");
+	struct gw_resolve_req	*req;
+	uint8_t			 out[64];
+	int			 i;
+
+	resolved_calls = 0;
+	req = gw_resolve(sb, "allowed.test", 1, resolved, NULL, NULL);
+	CHECK(req != NULL && resolved_calls == 0);
+	for (i = 0; i < 200 && resolved_calls == 0; i++)
+		(void)recv_reply(out, sizeof out, 5);
+	CHECK(resolved_calls == 1 && resolved_err == 0 && resolved_n == 3);
+	(void)recv_reply(out, sizeof out, 100);
+	CHECK(resolved_calls == 1);
+
+	/* Cancelled twice (a close path that runs again): no call, no crash. */
+	resolved_calls = 0;
+	req = gw_resolve(sb, "mixed.wild.test", 0, resolved, NULL, NULL);
+	CHECK(req != NULL);
+	gw_resolve_cancel(req);
+	gw_resolve_cancel(req);
+	(void)recv_reply(out, sizeof out, 200);
+	CHECK(resolved_calls == 0);
+}
+
 /* The pin table: per-address expiry, merge, LRU cap, reverse lookup. */
 static void
 test_pins(void)
@@ -632,6 +671,7 @@ main(void)
 	T_RUN(test_rebinding);
 	T_RUN(test_not_forwarded);
 	T_RUN(test_malformed);
+	T_RUN(test_resolve_api);
 	T_RUN(test_rate_limit);
 	T_RUN(test_mode_none);
 	T_RUN(test_detach_pending);
