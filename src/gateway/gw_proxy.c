@@ -59,6 +59,7 @@ static void	gw_peek_event_cb(struct bufferevent *, short, void *);
 static void	gw_peek_timer_cb(evutil_socket_t, short, void *);
 static void	gw_decide_l4(struct gw_conn *, const char *why);
 static void	gw_dial_next(struct gw_conn *);
+static void	gw_dial_event_cb(struct bufferevent *, short, void *);
 
 static void
 gw_tv(struct timeval *tv, int secs)
@@ -829,6 +830,41 @@ gw_upstream_ok(struct gw_conn *c)
 	return 1;
 }
 
+/*
+ * Upstream TLS is an OpenSSL filter over a socket bufferevent, as on the
+ * guest side, not a socket-based OpenSSL bufferevent: re-enabling reads on
+ * the latter (after back-pressure or a rate limit) does not look at a
+ * record OpenSSL already holds, and the end of a response would wait for
+ * socket data that never comes.
+ */
+static int
+gw_dial_wrap_tls(struct gw_conn *c)
+{
+	struct bufferevent *tls;
+	struct timeval tv;
+	SSL *ssl;
+
+	if ((ssl = gw_upstream_ssl(c)) == NULL) {
+		c->dial_error = "SSL_new failed";
+		return -1;
+	}
+	tls = bufferevent_openssl_filter_new(c->sb->gw->base, c->out, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPTS);
+	if (tls == NULL) {
+		SSL_free(ssl);
+		c->dial_error = "bufferevent_openssl_filter_new failed";
+		return -1;
+	}
+	c->out = tls;
+	c->out_wrapped = 1;
+	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
+	gw_tv(&tv, GW_DIAL_SECS);
+	bufferevent_set_timeouts(tls, &tv, &tv);
+	bufferevent_setcb(tls, NULL, NULL, gw_dial_event_cb, c);
+	bufferevent_enable(tls, EV_READ | EV_WRITE);
+	return 0;
+}
+
 static void
 gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -836,9 +872,17 @@ gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 	SSL *ssl;
 	long vr;
 
+	if ((what & BEV_EVENT_CONNECTED) && c->out_tls && !c->out_wrapped) {
+		/* TCP is up: TLS next. */
+		gw_nodelay(bufferevent_getfd(c->out));
+		if (gw_dial_wrap_tls(c) == 0)
+			return;
+		what = BEV_EVENT_ERROR;
+	}
 	if ((what & BEV_EVENT_CONNECTED) && (!c->out_tls || gw_upstream_ok(c))) {
 		c->connected = 1;
-		gw_nodelay(bufferevent_getfd(c->out));
+		if (!c->out_tls)
+			gw_nodelay(bufferevent_getfd(c->out));
 		c->dial_error = NULL;
 		bufferevent_setcb(c->out, NULL, NULL, NULL, NULL);
 		if (c->rl != NULL && c->rl->bytes != NULL)
@@ -847,7 +891,7 @@ gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (!(what & BEV_EVENT_CONNECTED)) {
-		if (c->out_tls && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
+		if (c->out_wrapped && (ssl = bufferevent_openssl_get_ssl(c->out)) != NULL &&
 		    (vr = SSL_get_verify_result(ssl)) != X509_V_OK) {
 			log_info("gateway: sandbox %s: upstream %s (%s): %s", c->sb->id, c->name,
 			    c->ip, X509_verify_cert_error_string(vr));
@@ -855,7 +899,7 @@ gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 		} else if (what & BEV_EVENT_TIMEOUT)
 			c->dial_error = "upstream connect timeout";
 		else if (c->dial_error == NULL)
-			c->dial_error = c->out_tls ? "upstream connect or TLS failed" :
+			c->dial_error = c->out_wrapped ? "upstream TLS handshake failed" :
 			    "upstream connect failed";
 	}
 	while (ERR_get_error() != 0)
@@ -870,26 +914,13 @@ gw_dial_next(struct gw_conn *c)
 {
 	struct event_base *base = c->sb->gw->base;
 	struct timeval tv;
-	SSL *ssl;
 
 	while (c->nexta < c->naddrs) {
 		struct sockaddr_in *sin = &c->addrs[c->nexta++];
 
 		gw_addr_str((struct sockaddr *)sin, c->ip, sizeof(c->ip));
-		if (c->out_tls) {
-			if ((ssl = gw_upstream_ssl(c)) == NULL) {
-				c->dial_error = "SSL_new failed";
-				continue;
-			}
-			c->out = bufferevent_openssl_socket_new(base, -1, ssl,
-			    BUFFEREVENT_SSL_CONNECTING, BEV_OPTS);
-			if (c->out == NULL)
-				SSL_free(ssl);
-			else
-				bufferevent_openssl_set_allow_dirty_shutdown(c->out, 1);
-		} else
-			c->out = bufferevent_socket_new(base, -1, BEV_OPTS);
-		if (c->out == NULL) {
+		c->out_wrapped = 0;
+		if ((c->out = bufferevent_socket_new(base, -1, BEV_OPTS)) == NULL) {
 			c->dial_error = "bufferevent_socket_new failed";
 			continue;
 		}

@@ -82,7 +82,8 @@ struct gw_conn {
 	struct sockaddr_in	 addrs[GW_MAX_ADDRS];
 	size_t			 naddrs, nexta;
 	char			 ip[INET6_ADDRSTRLEN];	/* address connected to, audit */
-	int			 out_tls;
+	int			 out_tls;	/* upstream speaks TLS */
+	int			 out_wrapped;	/* the TLS filter is on (TCP connected) */
 	int			 connected;
 	const char		*dial_error;	/* why the last attempt failed */
 	void			(*on_connected)(struct gw_conn *);

@@ -616,6 +616,15 @@ g_https_keepalive(void *arg)
 	free(body);
 	CHECK(closed(p));
 	peer_close(p);
+	/* A response delimited by the upstream closing its TLS connection. */
+	p = guest_tls(443, "api.test");
+	CHECK(p != NULL);
+	if (p != NULL) {
+		CHECK(exchange(p, "GET /close HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+		CHECK_STR(body, "until close");
+		free(body);
+		peer_close(p);
+	}
 }
 
 static void
@@ -830,6 +839,12 @@ test_http_more(struct gw_sandbox *s443, struct gw_sandbox *s80)
 	CHECK(limited > ms);
 	fprintf(stderr, "4 MiB unlimited %llu ms, at 2 MB/s %llu ms\n", (unsigned long long)ms,
 	    (unsigned long long)limited);
+	/* The same limit on the rule instead (a group on the upstream side). */
+	update(s443, "{\"mode\":\"allowlist\",\"allow\":[{\"host\":\"api.test\","
+	    "\"rate\":{\"bps\":2000000}},\"ws.test\"]," POL_BASE "}");
+	limited = 0;
+	as_guest(g_big, &limited);
+	CHECK(limited >= 1000);
 	as_guest(g_websocket, NULL);
 	CHECK(audited("\"host\":\"ws.test\"", "\"status\":101", "\"decision\":\"allow\""));
 
