@@ -185,6 +185,8 @@ gw_http_out_write_cb(struct bufferevent *bev, void *arg)
 static void
 gw_http_drop_upstream(struct gw_conn *c)
 {
+	if (c->out == NULL)
+		return;
 	bufferevent_remove_from_rate_limit_group(c->out);
 	bufferevent_free(c->out);
 	c->out = NULL;
@@ -199,7 +201,7 @@ gw_http_out_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_EOF) {
 		gw_http_upstream(c);
-		if (c->closed || c->http == NULL)
+		if (c->closed || c->http == NULL || c->out == NULL)
 			return;
 		if (h->resp == RESP_BODY && h->until_close) {
 			h->resp = RESP_DONE;
@@ -212,6 +214,12 @@ gw_http_out_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (h->resp == RESP_NONE) {
 		/* Idle upstream went away: the next request dials again. */
 		gw_http_drop_upstream(c);
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+	    gw_now_ms() - c->t_io < (uint64_t)GW_RESPONSE_SECS * 1000) {
+		/* A long upload: the upstream answers once the body is in. */
+		bufferevent_enable(bev, EV_READ);
 		return;
 	}
 	if (h->resp == RESP_HEAD && h->status == 0) {
@@ -410,6 +418,9 @@ gw_http_complete(struct gw_conn *c)
 	gw_http_clear_request(h);
 	h->req = REQ_HEAD;
 	h->resp = RESP_NONE;
+	/* Bytes past the response's end answer nothing: never hand them to the next request. */
+	if (c->out != NULL && evbuffer_get_length(bufferevent_get_input(c->out)) > 0)
+		gw_http_drop_upstream(c);
 	if (h->close_after) {
 		gw_conn_finish(c, "connection: close");
 		return -1;
@@ -473,8 +484,13 @@ gw_http_upstream(struct gw_conn *c)
 		up = bufferevent_get_input(c->out);
 		if ((len = evbuffer_get_length(up)) == 0)
 			return;
-		if (h->resp == RESP_NONE || h->resp == RESP_DONE)
-			return;		/* nothing asked: leave it (bounded by the watermark) */
+		if (h->resp == RESP_DONE)
+			return;
+		if (h->resp == RESP_NONE) {
+			/* Nothing was asked: a server about to close (408), or broken. */
+			gw_http_drop_upstream(c);
+			return;
+		}
 		if (evbuffer_get_length(bufferevent_get_output(c->in)) >= GW_BUF_HIGH) {
 			bufferevent_disable(c->out, EV_READ);
 			bufferevent_setwatermark(c->in, EV_WRITE, GW_BUF_HIGH / 2, 0);

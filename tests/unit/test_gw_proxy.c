@@ -198,6 +198,13 @@ srv_respond(struct peer *p, const struct http_head *h, const char *body, size_t 
 		peer_write(p, r, strlen(r));
 		return;
 	}
+	if (strcmp(t, "/extra") == 0) {
+		/* A response followed by bytes nobody asked for. */
+		const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+		    "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n";
+		peer_write(p, r, strlen(r));
+		return;
+	}
 	if (strcmp(t, "/big") == 0) {
 		size_t n = 4 << 20;
 		char *big = xmalloc(n);
@@ -747,6 +754,13 @@ g_pipeline_halfclose(void *arg)
 	free(body);
 	CHECK(exchange(p, NULL, &body) == 200);
 	CHECK_STR(body, "hello /b");
+	free(body);
+	/* Extra bytes after a response are not the next request's answer. */
+	CHECK(exchange(p, "GET /extra HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "ok");
+	free(body);
+	CHECK(exchange(p, "GET /after HTTP/1.1\r\nHost: api.test\r\n\r\n", &body) == 200);
+	CHECK_STR(body, "hello /after");
 	free(body);
 	/* A guest that half-closes after its request still gets the answer. */
 	peer_write(p, "GET /c HTTP/1.1\r\nHost: api.test\r\n\r\n", 35);
