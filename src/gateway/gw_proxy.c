@@ -58,17 +58,15 @@ static void	gw_peek_read_cb(struct bufferevent *, void *);
 static void	gw_peek_event_cb(struct bufferevent *, short, void *);
 static void	gw_peek_timer_cb(evutil_socket_t, short, void *);
 static void	gw_decide_l4(struct gw_conn *, const char *why);
-static void	gw_dial_next(struct gw_conn *);
-static void	gw_dial_event_cb(struct bufferevent *, short, void *);
 
-static void
+void
 gw_tv(struct timeval *tv, int secs)
 {
 	tv->tv_sec = secs;
 	tv->tv_usec = 0;
 }
 
-static struct bufferevent *
+struct bufferevent *
 gw_other(struct gw_conn *c, struct bufferevent *bev)
 {
 	return bev == c->in ? c->out : c->in;
@@ -112,7 +110,7 @@ gw_conn_free_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Take a bufferevent out of any rate-limit group before it is freed (groups assert empty). */
-static void
+void
 gw_bev_free(struct bufferevent *bev)
 {
 	if (bev == NULL)
@@ -256,7 +254,7 @@ gw_conn_finish(struct gw_conn *c, const char *reason)
 }
 
 /* Heads and bodies leave in separate writes: do not let Nagle hold the second. */
-static void
+void
 gw_nodelay(int fd)
 {
 	int one = 1;
@@ -285,7 +283,7 @@ gw_original_dst(int fd, struct sockaddr_in *sin)
 }
 
 /* Denied range, unless the operator made an internal exception for it. */
-static int
+int
 gw_conn_addr_denied(struct gw_conn *c, const struct sockaddr_in *sin, const char **reason)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)sin;
@@ -712,450 +710,6 @@ gw_peek_timer_cb(evutil_socket_t fd, short what, void *arg)
 	    "no complete first message in time");
 }
 
-/* --- Dialling ----------------------------------------------------------- */
-
-static void
-gw_dial_fail(struct gw_conn *c, const char *reason)
-{
-	c->on_dial_failed(c, reason);
-}
-
-static void
-gw_resolved_cb(int err, const struct gw_addrs *a, void *arg)
-{
-	struct gw_conn *c = arg;
-	const char *reason = NULL;
-	size_t i;
-
-	c->resolve = NULL;
-	if (err != 0 || a == NULL) {
-		gw_dial_fail(c, "name does not resolve");
-		return;
-	}
-	c->naddrs = c->nexta = 0;
-	for (i = 0; i < a->n && c->naddrs < GW_MAX_ADDRS; i++) {
-		struct sockaddr_in sin;
-
-		if (a->addrs[i].ss_family != AF_INET)
-			continue;
-		memcpy(&sin, &a->addrs[i], sizeof(sin));
-		sin.sin_port = htons((uint16_t)c->dport);
-		if (gw_conn_addr_denied(c, &sin, &reason))
-			continue;
-		c->addrs[c->naddrs++] = sin;
-	}
-	if (c->naddrs == 0) {
-		gw_dial_fail(c, reason != NULL || a->dropped ? "name resolves only to denied addresses" :
-		    "name has no usable address");
-		return;
-	}
-	gw_dial_next(c);
-}
-
-void
-gw_conn_dial(struct gw_conn *c, const char *name, int tls)
-{
-	struct in_addr lit;
-	const char *reason;
-	char *cause = NULL;
-
-	c->out_tls = tls;
-	c->connected = 0;
-	c->naddrs = c->nexta = 0;
-	c->dial_error = NULL;
-	if (name == NULL) {
-		c->addrs[c->naddrs++] = c->dst;
-		gw_dial_next(c);
-		return;
-	}
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	/* A literal address as the name (full mode): no lookup, same deny check. */
-	if (inet_pton(AF_INET, name, &lit) == 1) {
-		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = lit,
-		    .sin_port = htons((uint16_t)c->dport) };
-
-		if (gw_conn_addr_denied(c, &sin, &reason)) {
-			gw_dial_fail(c, reason);
-			return;
-		}
-		c->addrs[c->naddrs++] = sin;
-		gw_dial_next(c);
-		return;
-	}
-	c->resolve = gw_resolve(c->sb, name, 0, gw_resolved_cb, c, &cause);
-	if (c->resolve == NULL) {
-		log_warnx("gateway: sandbox %s: resolve %s: %s", c->sb->id, name, cause);
-		free(cause);
-		gw_dial_fail(c, "resolver failed");
-	}
-}
-
-static SSL *
-gw_upstream_ssl(struct gw_conn *c)
-{
-	SSL *ssl;
-
-	if ((ssl = SSL_new(c->sb->gw->upstream_ctx)) == NULL)
-		return NULL;
-	/*
-	 * Verification is set here as well as on the context: the gateway
-	 * must refuse an unverified upstream whatever the context says.
-	 */
-	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
-	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	if (SSL_set_tlsext_host_name(ssl, c->name) != 1 || SSL_set1_host(ssl, c->name) != 1 ||
-	    SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9) != 0) {
-		SSL_free(ssl);
-		return NULL;
-	}
-	return ssl;
-}
-
-static int
-gw_upstream_ok(struct gw_conn *c)
-{
-	SSL *ssl = bufferevent_openssl_get_ssl(c->out);
-	const unsigned char *alpn;
-	unsigned int alpnlen;
-
-	if (SSL_get_verify_result(ssl) != X509_V_OK || SSL_get0_peer_certificate(ssl) == NULL) {
-		c->dial_error = "upstream certificate not verified";
-		return 0;
-	}
-	SSL_get0_alpn_selected(ssl, &alpn, &alpnlen);
-	if (alpnlen != 0 && (alpnlen != 8 || memcmp(alpn, "http/1.1", 8) != 0)) {
-		c->dial_error = "upstream chose a protocol other than http/1.1";
-		return 0;
-	}
-	return 1;
-}
-
-/*
- * Upstream TLS is an OpenSSL filter over a socket bufferevent, as on the
- * guest side, not a socket-based OpenSSL bufferevent: re-enabling reads on
- * the latter (after back-pressure or a rate limit) does not look at a
- * record OpenSSL already holds, and the end of a response would wait for
- * socket data that never comes.
- */
-static int
-gw_dial_wrap_tls(struct gw_conn *c)
-{
-	struct bufferevent *tls;
-	struct timeval tv;
-	SSL *ssl;
-
-	if ((ssl = gw_upstream_ssl(c)) == NULL) {
-		c->dial_error = "SSL_new failed";
-		return -1;
-	}
-	tls = bufferevent_openssl_filter_new(c->sb->gw->base, c->out, ssl,
-	    BUFFEREVENT_SSL_CONNECTING, BEV_OPTS);
-	if (tls == NULL) {
-		SSL_free(ssl);
-		c->dial_error = "bufferevent_openssl_filter_new failed";
-		return -1;
-	}
-	c->out = tls;
-	c->out_wrapped = 1;
-	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
-	gw_tv(&tv, GW_DIAL_SECS);
-	bufferevent_set_timeouts(tls, &tv, &tv);
-	bufferevent_setcb(tls, NULL, NULL, gw_dial_event_cb, c);
-	bufferevent_enable(tls, EV_READ | EV_WRITE);
-	return 0;
-}
-
-static void
-gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct gw_conn *c = arg;
-	SSL *ssl;
-	long vr;
-
-	if ((what & BEV_EVENT_CONNECTED) && c->out_tls && !c->out_wrapped) {
-		/* TCP is up: TLS next. */
-		gw_nodelay(bufferevent_getfd(c->out));
-		if (gw_dial_wrap_tls(c) == 0)
-			return;
-		what = BEV_EVENT_ERROR;
-	}
-	if ((what & BEV_EVENT_CONNECTED) && (!c->out_tls || gw_upstream_ok(c))) {
-		c->connected = 1;
-		if (!c->out_tls)
-			gw_nodelay(bufferevent_getfd(c->out));
-		c->dial_error = NULL;
-		bufferevent_setcb(c->out, NULL, NULL, NULL, NULL);
-		if (c->rl != NULL && c->rl->bytes != NULL)
-			bufferevent_add_to_rate_limit_group(c->out, c->rl->bytes);
-		c->on_connected(c);
-		return;
-	}
-	if (!(what & BEV_EVENT_CONNECTED)) {
-		if (c->out_wrapped && (ssl = bufferevent_openssl_get_ssl(c->out)) != NULL &&
-		    (vr = SSL_get_verify_result(ssl)) != X509_V_OK) {
-			log_info("gateway: sandbox %s: upstream %s (%s): %s", c->sb->id, c->name,
-			    c->ip, X509_verify_cert_error_string(vr));
-			c->dial_error = "upstream certificate not verified";
-		} else if (what & BEV_EVENT_TIMEOUT)
-			c->dial_error = "upstream connect timeout";
-		else if (c->dial_error == NULL)
-			c->dial_error = c->out_wrapped ? "upstream TLS handshake failed" :
-			    "upstream connect failed";
-	}
-	while (ERR_get_error() != 0)
-		;
-	gw_bev_free(c->out);
-	c->out = NULL;
-	gw_dial_next(c);
-}
-
-static void
-gw_dial_next(struct gw_conn *c)
-{
-	struct event_base *base = c->sb->gw->base;
-	struct timeval tv;
-
-	while (c->nexta < c->naddrs) {
-		struct sockaddr_in *sin = &c->addrs[c->nexta++];
-
-		gw_addr_str((struct sockaddr *)sin, c->ip, sizeof(c->ip));
-		c->out_wrapped = 0;
-		if ((c->out = bufferevent_socket_new(base, -1, BEV_OPTS)) == NULL) {
-			c->dial_error = "bufferevent_socket_new failed";
-			continue;
-		}
-		gw_tv(&tv, GW_DIAL_SECS);
-		bufferevent_set_timeouts(c->out, &tv, &tv);
-		bufferevent_setcb(c->out, NULL, NULL, gw_dial_event_cb, c);
-		if (bufferevent_socket_connect(c->out, (struct sockaddr *)sin, sizeof(*sin)) == 0)
-			return;
-		c->dial_error = "socket failed";
-		gw_bev_free(c->out);
-		c->out = NULL;
-	}
-	gw_dial_fail(c, c->dial_error != NULL ? c->dial_error : "no address to dial");
-}
-
-/* --- Splice ------------------------------------------------------------- */
-
-size_t
-gw_conn_move(struct gw_conn *c, struct bufferevent *from, size_t max)
-{
-	struct bufferevent *to = gw_other(c, from);
-	struct evbuffer *src = bufferevent_get_input(from);
-	size_t n = evbuffer_get_length(src);
-
-	if (n > max)
-		n = max;
-	if (n == 0 || to == NULL)
-		return 0;
-	evbuffer_remove_buffer(src, bufferevent_get_output(to), n);
-	if (from == c->in) {
-		c->bytes_up += n;
-		c->sb->counters.bytes_up += n;
-	} else {
-		c->bytes_down += n;
-		c->sb->counters.bytes_down += n;
-	}
-	c->t_io = gw_now_ms();
-	return n;
-}
-
-/* After an EOF on one side: pass it on once the other side has everything. */
-static void
-gw_splice_check_eof(struct gw_conn *c)
-{
-	int in_done = c->in_eof && evbuffer_get_length(bufferevent_get_output(c->out)) == 0;
-	int out_done = c->out_eof && evbuffer_get_length(bufferevent_get_output(c->in)) == 0;
-
-	/* TLS cannot be half-closed here: the first finished direction ends it. */
-	if ((in_done || out_done) && (c->tls || c->out_tls)) {
-		if (out_done)
-			gw_conn_finish(c, "upstream closed");
-		else
-			gw_conn_close(c, "guest closed");
-		return;
-	}
-	if (in_done && c->in_eof == 1) {
-		shutdown(bufferevent_getfd(c->out), SHUT_WR);
-		c->in_eof = 2;
-	}
-	if (out_done && c->out_eof == 1) {
-		shutdown(bufferevent_getfd(c->in), SHUT_WR);
-		c->out_eof = 2;
-	}
-	if (c->in_eof == 2 && c->out_eof == 2)
-		gw_conn_close(c, "both sides closed");
-}
-
-static void
-gw_splice_pump(struct gw_conn *c, struct bufferevent *from)
-{
-	struct bufferevent *to = gw_other(c, from);
-
-	gw_conn_move(c, from, SIZE_MAX);
-	if (evbuffer_get_length(bufferevent_get_output(to)) >= GW_BUF_HIGH) {
-		/* Back-pressure: the slow side's write callback resumes us. */
-		bufferevent_disable(from, EV_READ);
-		bufferevent_setwatermark(to, EV_WRITE, GW_BUF_HIGH / 2, 0);
-	}
-}
-
-static void
-gw_splice_read_cb(struct bufferevent *bev, void *arg)
-{
-	gw_splice_pump(arg, bev);
-}
-
-static void
-gw_splice_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct gw_conn *c = arg;
-	struct bufferevent *from = gw_other(c, bev);
-	int from_eof = from == c->in ? c->in_eof : c->out_eof;
-
-	if (!from_eof && !(bufferevent_get_enabled(from) & EV_READ)) {
-		bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-		bufferevent_enable(from, EV_READ);
-	}
-	gw_splice_check_eof(c);
-}
-
-static void
-gw_splice_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct gw_conn *c = arg;
-
-	if (what & BEV_EVENT_EOF) {
-		gw_splice_pump(c, bev);
-		bufferevent_disable(bev, EV_READ);
-		if (bev == c->in)
-			c->in_eof = 1;
-		else
-			c->out_eof = 1;
-		gw_splice_check_eof(c);
-		return;
-	}
-	if ((what & BEV_EVENT_TIMEOUT) &&
-	    gw_now_ms() - c->t_io < (uint64_t)GW_SPLICE_IDLE_SECS * 1000) {
-		/* The other direction is busy: this one may idle. */
-		bufferevent_enable(bev, what & BEV_EVENT_READING ? EV_READ : EV_WRITE);
-		return;
-	}
-	gw_conn_close(c, what & BEV_EVENT_TIMEOUT ? "idle timeout" :
-	    bev == c->in ? "guest connection error" : "upstream connection error");
-}
-
-void
-gw_conn_splice(struct gw_conn *c)
-{
-	struct timeval tv;
-
-	c->state = GW_CONN_SPLICE;
-	if (c->timer != NULL)
-		evtimer_del(c->timer);
-	gw_tv(&tv, GW_SPLICE_IDLE_SECS);
-	bufferevent_setcb(c->in, gw_splice_read_cb, gw_splice_write_cb, gw_splice_event_cb, c);
-	bufferevent_setcb(c->out, gw_splice_read_cb, gw_splice_write_cb, gw_splice_event_cb, c);
-	bufferevent_setwatermark(c->in, EV_READ, 0, GW_BUF_HIGH);
-	bufferevent_setwatermark(c->out, EV_READ, 0, GW_BUF_HIGH);
-	bufferevent_setwatermark(c->in, EV_WRITE, 0, 0);
-	bufferevent_setwatermark(c->out, EV_WRITE, 0, 0);
-	bufferevent_set_timeouts(c->in, &tv, NULL);
-	bufferevent_set_timeouts(c->out, &tv, NULL);
-	bufferevent_enable(c->in, EV_READ | EV_WRITE);
-	bufferevent_enable(c->out, EV_READ | EV_WRITE);
-	/* Bytes read before the splice (the first bytes, data after a 101). */
-	gw_splice_pump(c, c->in);
-	gw_splice_pump(c, c->out);
-}
-
-/* --- Rate limits -------------------------------------------------------- */
-
-static struct bufferevent_rate_limit_group *
-gw_bytes_group(struct event_base *base, double bps, struct bufferevent_rate_limit_group *g)
-{
-	struct timeval tick = { 0, 100000 };
-	struct ev_token_bucket_cfg *cfg;
-	size_t per_tick, burst;
-
-	/* Ten ticks a second; up to one second's worth in a burst, per direction. */
-	per_tick = bps / 10 >= 1 ? (size_t)(bps / 10) : 1;
-	burst = bps >= (double)per_tick ? (size_t)bps : per_tick;
-	if ((cfg = ev_token_bucket_cfg_new(per_tick, burst, per_tick, burst, &tick)) == NULL)
-		return g;
-	if (g == NULL)
-		g = bufferevent_rate_limit_group_new(base, cfg);
-	else
-		bufferevent_rate_limit_group_set_cfg(g, cfg);
-	ev_token_bucket_cfg_free(cfg);
-	return g;
-}
-
-struct gw_ratelim *
-gw_ratelim_get(struct gw_sandbox *sb, const struct gw_rule *rule)
-{
-	const struct gw_policy *p = sb->policy;
-	struct gw_ratelim *rl;
-	size_t i;
-
-	if (rule == NULL || p->nrules == 0 || rule < p->rules || rule >= p->rules + p->nrules)
-		return NULL;	/* the static full-mode rule has no limits */
-	if (rule->rate.rps <= 0 && rule->rate.bps <= 0)
-		return NULL;
-	i = (size_t)(rule - p->rules);
-	if (i >= sb->nrule_limits)
-		return NULL;
-	if ((rl = sb->rule_limits[i]) == NULL) {
-		rl = xcalloc(1, sizeof(*rl));
-		rl->refs = 1;	/* the sandbox's, until the next policy */
-		gw_bucket_init(&rl->req, rule->rate.rps, rule->rate.rps);
-		if (rule->rate.bps > 0)
-			rl->bytes = gw_bytes_group(sb->gw->base, rule->rate.bps, NULL);
-		sb->rule_limits[i] = rl;
-	}
-	rl->refs++;
-	return rl;
-}
-
-void
-gw_ratelim_unref(struct gw_ratelim *rl)
-{
-	if (rl == NULL || --rl->refs > 0)
-		return;
-	if (rl->bytes != NULL)
-		bufferevent_rate_limit_group_free(rl->bytes);
-	free(rl);
-}
-
-void
-gw_conn_set_ratelim(struct gw_conn *c, struct gw_ratelim *rl)
-{
-	if (rl == c->rl) {
-		gw_ratelim_unref(rl);
-		return;
-	}
-	if (c->out != NULL && c->connected) {
-		bufferevent_remove_from_rate_limit_group(c->out);
-		if (rl != NULL && rl->bytes != NULL)
-			bufferevent_add_to_rate_limit_group(c->out, rl->bytes);
-	}
-	gw_ratelim_unref(c->rl);
-	c->rl = rl;
-}
-
-static void
-gw_rule_limits_drop(struct gw_sandbox *sb)
-{
-	size_t i;
-
-	for (i = 0; i < sb->nrule_limits; i++)
-		gw_ratelim_unref(sb->rule_limits[i]);
-	free(sb->rule_limits);
-	sb->rule_limits = NULL;
-	sb->nrule_limits = 0;
-}
-
 /*
  * The policy was set or swapped. Per-rule limits start over (rule indexes
  * refer to the new policy); the sandbox's byte limit follows policy->rate
@@ -1171,14 +725,14 @@ gw_proxy_policy_changed(struct gw_sandbox *sb)
 	const struct gw_rule *rule;
 	const char *host;
 
-	gw_rule_limits_drop(sb);
+	gw_ratelim_drop_all(sb);
 	sb->nrule_limits = p->nrules;
 	sb->rule_limits = xcalloc(p->nrules > 0 ? p->nrules : 1, sizeof(*sb->rule_limits));
 
 	if (p->rate.bps > 0) {
 		int fresh = sb->bytes_group == NULL;
 
-		sb->bytes_group = gw_bytes_group(sb->gw->base, p->rate.bps, sb->bytes_group);
+		sb->bytes_group = gw_ratelim_group(sb->gw->base, p->rate.bps, sb->bytes_group);
 		if (fresh && sb->bytes_group != NULL)
 			TAILQ_FOREACH(c, &sb->conns, entry)
 				if (c->state != GW_CONN_PEEK)
@@ -1230,7 +784,7 @@ void
 gw_proxy_sandbox_free(struct gw_sandbox *sb)
 {
 	gw_proxy_close_all(sb);
-	gw_rule_limits_drop(sb);
+	gw_ratelim_drop_all(sb);
 	if (sb->bytes_group != NULL)
 		bufferevent_rate_limit_group_free(sb->bytes_group);
 	sb->bytes_group = NULL;

@@ -1,7 +1,8 @@
 /*
  * The proxy's connection object, shared by gw_proxy.c (accept, first-bytes
- * classification, decisions, upstream dial, L4 splice, rate limits,
- * teardown) and gw_proxy_http.c (the per-request HTTP relay).
+ * classification, decisions, teardown, policy updates), gw_proxy_dial.c
+ * (upstream connections), gw_proxy_http.c (the per-request HTTP relay),
+ * gw_splice.c (L4) and gw_ratelim.c (rate limits).
  *
  * Ownership: a gw_conn belongs to its sandbox's conns list from accept to
  * gw_conn_close(), which is the only way out: it frees every bufferevent,
@@ -21,6 +22,7 @@
 #include <event2/bufferevent.h>
 
 #include "gateway/gw.h"
+#include "gateway/gw_audit.h"
 #include "gateway/gw_http.h"
 
 #define GW_PEEK_MAX		(16 * 1024 + 512)	/* first bytes read before deciding */
@@ -101,19 +103,35 @@ struct gw_conn {
 
 /* gw_proxy.c */
 void gw_conn_close(struct gw_conn *, const char *reason);
+void gw_tv(struct timeval *, int secs);
+void gw_nodelay(int fd);
+/* Leave any rate-limit group, then free. */
+void gw_bev_free(struct bufferevent *);
+/* The other side of conn from bev. */
+struct bufferevent *gw_other(struct gw_conn *, struct bufferevent *);
+/* A denied range without an operator internal exception for it. */
+int gw_conn_addr_denied(struct gw_conn *, const struct sockaddr_in *, const char **reason);
 /* Send buf's contents (an answer) to the guest, then close. */
 void gw_conn_finish(struct gw_conn *, const char *reason);
-/* Resolve name (NULL: dial conn->dst), connect from the gateway, TLS if tls. */
+/* gw_proxy_dial.c: resolve name (NULL: dial conn->dst), connect, TLS if tls. */
 void gw_conn_dial(struct gw_conn *, const char *name, int tls);
-/* Move to the L4 splice with both bufferevents set up. */
+
+/* gw_splice.c: move to the L4 splice with both bufferevents set up. */
 void gw_conn_splice(struct gw_conn *);
 /* Count and move bytes from one side's input to the other's output. */
 size_t gw_conn_move(struct gw_conn *, struct bufferevent *from, size_t max);
-/* Per-rule limits of rule under the sandbox's current policy (NULL: none). */
+
+/* gw_ratelim.c: per-rule limits of rule under the sandbox's policy (a new reference, or NULL). */
 struct gw_ratelim *gw_ratelim_get(struct gw_sandbox *, const struct gw_rule *);
 void gw_ratelim_unref(struct gw_ratelim *);
 /* Hold rl for conn and put its upstream side into rl's byte group. */
 void gw_conn_set_ratelim(struct gw_conn *, struct gw_ratelim *);
+/* A byte-rate group for bps per direction (g NULL: new; else reconfigured). */
+struct bufferevent_rate_limit_group *gw_ratelim_group(struct event_base *, double bps,
+    struct bufferevent_rate_limit_group *g);
+/* Drop the sandbox's per-rule limits (a new policy starts over). */
+void gw_ratelim_drop_all(struct gw_sandbox *);
+/* Fill the connection's fields into r and log it. */
 void gw_conn_audit(struct gw_conn *, struct gw_audit_rec *);
 
 /* gw_proxy_http.c */
