@@ -357,10 +357,14 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	 * Wait briefly for the first bytes only where an L4 rule could let a
 	 * server-speaks-first protocol through; elsewhere nothing is allowed
 	 * without a ClientHello or a request, so a slow guest gets the full
-	 * handshake deadline.
+	 * handshake deadline. In full mode 80 and 443 are taken to be
+	 * client-first: a slow ClientHello must still be seen (credentials).
 	 */
-	l4_possible = c->mode == GW_MODE_FULL ||
-	    gw_policy_l4_rule(sb->policy, NULL, (struct sockaddr *)&c->dst, c->dport) != NULL;
+	if (c->mode == GW_MODE_FULL)
+		l4_possible = c->dport != 80 && c->dport != 443;
+	else
+		l4_possible = gw_policy_l4_rule(sb->policy, NULL, (struct sockaddr *)&c->dst,
+		    c->dport) != NULL;
 	if (l4_possible) {
 		tv.tv_sec = GW_PEEK_SHORT_MS / 1000;
 		tv.tv_usec = (GW_PEEK_SHORT_MS % 1000) * 1000;
