@@ -97,11 +97,35 @@ gw_audit_rotate(struct gw_audit *a)
 	}
 }
 
+/*
+ * Guest-controlled strings may be any bytes: a path with %FF decodes to
+ * invalid UTF-8, which json_string refuses. Such a value is logged with
+ * every byte >= 0x80 percent-escaped instead of being dropped, so a guest
+ * cannot hide a field from the audit log.
+ */
 static void
 gw_set_str(json_t *o, const char *k, const char *v)
 {
-	if (v != NULL)
-		json_object_set_new(o, k, json_string(v));
+	json_t *j;
+	char *esc, *p;
+
+	if (v == NULL)
+		return;
+	if ((j = json_string(v)) == NULL) {
+		esc = p = xmalloc(strlen(v) * 3 + 1);
+		for (; *v != '\0'; v++) {
+			unsigned char ch = (unsigned char)*v;
+
+			if (ch >= 0x80)
+				p += sprintf(p, "%%%02X", ch);
+			else
+				*p++ = (char)ch;
+		}
+		*p = '\0';
+		j = json_string(esc);
+		free(esc);
+	}
+	json_object_set_new(o, k, j);
 }
 
 void

@@ -263,6 +263,8 @@ main(int argc, char **argv)
 
 	while (!TAILQ_EMPTY(&gw.sandboxes))
 		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
+	/* Lookups cancelled by the detaches get their last callback on one more pass. */
+	event_base_loop(gw.base, EVLOOP_NONBLOCK);
 	gw_server_close(&gw);
 	event_free(sigterm);
 	event_free(sigint);

@@ -52,6 +52,15 @@ def audit(c, sid, **q):
 def denied(c, sid, pred):
     return any(pred(r) for r in audit(c, sid, decision="deny"))
 
+RUN = secrets.token_hex(4)     # in every request path: other tests may share the test internet
+
+def P(what):
+    return f"/vm-{RUN}-{what}"
+
+def reached(logs, m, role, what):
+    """Requests with this run's path for `what` that reached role's server."""
+    return [r for r in logs.since(m, role) if r.get("path") == P(what)]
+
 def test_allowlist(d, c, logs, token):
     sb = c.call("POST", "/v1/sandboxes", {"network": {"mode": "allowlist", "allow": [
         ALLOWED, CDN_A, DB + ":5432"]}})
@@ -78,24 +87,24 @@ def test_allowlist(d, c, logs, token):
     check("... and the DNS query was audited as denied",
           denied(c, sid, lambda r: r.get("kind") == "dns" and r.get("qname") == FORBIDDEN))
 
-    code, out, err = curl(c, sid, f"--resolve {FORBIDDEN}:443:{A['forbidden']} https://{FORBIDDEN}/")
+    code, out, err = curl(c, sid, f"--resolve {FORBIDDEN}:443:{A['forbidden']} https://{FORBIDDEN}{P('spoof')}")
     check("/etc/hosts-style spoofing of a forbidden name is refused (SNI not allowed)",
-          code != 0 and not logs.since(m, "forbidden"), f"{code} {out} {err}")
+          code != 0 and not reached(logs, m, "forbidden", "spoof"), f"{code} {out} {err}")
     check("... audited with the SNI",
           denied(c, sid, lambda r: r.get("sni") == FORBIDDEN))
 
-    code, out, err = curl(c, sid, f"--resolve {ALLOWED}:443:{A['forbidden']} https://{ALLOWED}/pinned")
+    code, out, err = curl(c, sid, f"--resolve {ALLOWED}:443:{A['forbidden']} https://{ALLOWED}{P('pinned')}")
     check("an allowed name pointed at another IP is dialled by name (reaches the allowed server)",
-          code == 0 and echo_json(out).get("role") == "allowed" and not logs.since(m, "forbidden"),
+          code == 0 and echo_json(out).get("role") == "allowed" and not reached(logs, m, "forbidden", "pinned"),
           out + err)
 
-    code, out, err = curl(c, sid, f"--resolve {CDN_B}:443:{A['cdn']} https://{CDN_B}/")
+    code, out, err = curl(c, sid, f"--resolve {CDN_B}:443:{A['cdn']} https://{CDN_B}{P('cdnb')}")
     check("shared CDN address: the forbidden name on the allowed name's IP is refused",
-          code != 0 and not logs.since(m, "cdn", sni=CDN_B), f"{code} {out} {err}")
+          code != 0 and not reached(logs, m, "cdn", "cdnb"), f"{code} {out} {err}")
 
-    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' -H 'Host: {CDN_B}' https://{CDN_A}/front")
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' -H 'Host: {CDN_B}' https://{CDN_A}{P('front')}")
     check("domain fronting (SNI allowed, Host forbidden) gets 403",
-          out.strip() == "403" and not logs.since(m, "cdn", host=CDN_B), f"{code} {out} {err}")
+          out.strip() == "403" and not reached(logs, m, "cdn", "front"), f"{code} {out} {err}")
     check("... audited as a Host/SNI mismatch",
           denied(c, sid, lambda r: r.get("kind") == "http" and r.get("host") == CDN_B))
 
@@ -131,8 +140,8 @@ def test_allowlist(d, c, logs, token):
           out.split() == ["none", "reply", "none"], out + err)
 
     m = logs.mark()
-    code, out, err = curl(c, sid, "-o /dev/null -w '%{http_code}' http://169.254.169.254/latest/meta-data/")
-    check("cloud metadata is unreachable", out.strip() in ("000", "403") and not logs.since(m, "metadata"),
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' http://169.254.169.254{P('meta')}")
+    check("cloud metadata is unreachable", out.strip() in ("000", "403") and not reached(logs, m, "metadata", "meta"),
           f"{code} {out} {err}")
 
     code, out, err = sh(c, sid, "python3 - <<'PY'\n"
@@ -197,9 +206,19 @@ def test_full_mode(d, c, logs):
     check("full mode: an unlisted host is reachable",
           code == 0 and echo_json(out).get("role") == "unlisted", out + err)
     m = logs.mark()
-    code, out, err = curl(c, sid, f"http://{N('metadata')}/")
+    code, out, err = curl(c, sid, f"http://{N('metadata')}{P('mname')}")
     check("full mode: a name rebinding to the metadata address is still denied",
-          code != 0 and not logs.since(m, "metadata"), f"{code} {out} {err}")
+          code != 0 and not reached(logs, m, "metadata", "mname"), f"{code} {out} {err}")
+    m = logs.mark()
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' --resolve {N('rebind-metadata')}:80:{A['unlisted']} "
+                          f"http://{N('rebind-metadata')}{P('rebind')}")
+    check("full mode: plain HTTP with a Host rebinding to metadata is dialled by name and denied",
+          out.strip() in ("000", "403", "502") and not reached(logs, m, "metadata", "rebind") and not reached(logs, m, "unlisted", "rebind"),
+          f"{code} {out} {err}")
+    code, out, err = curl(c, sid, f"-o /dev/null -w '%{{http_code}}' --resolve {N('unlisted')}:80:{A['metadata']} "
+                          f"http://{N('unlisted')}{P('aim')}")
+    check("full mode: an allowed Host aimed at the metadata IP reaches the real host, never metadata",
+          not reached(logs, m, "metadata", "aim"), f"{code} {out} {err}")
     code, out, err = curl(c, sid, "--max-time 5 http://10.0.0.1:7070/healthz")
     check("full mode: the host side of the island (10.0.0.1) is not a way in", code != 0,
           f"{code} {out}")

@@ -249,7 +249,7 @@ test_audit(void)
 	char dir[] = "/tmp/airlock-audit-XXXXXX", *p, *data = NULL;
 	struct gw_audit *a;
 	struct gw_audit_rec r = { .sandbox = "sb1", .kind = "http", .host = "a\"\nb",
-	    .allow = 0, .reason = "host-not-allowed", .credential = "GH" };
+	    .path = "/x\xff\xfe", .allow = 0, .reason = "host-not-allowed", .credential = "GH" };
 	size_t len;
 
 	CHECK(mkdtemp(dir) != NULL);
@@ -268,6 +268,8 @@ test_audit(void)
 	/* One line per record, the newline inside the host escaped. */
 	CHECK(data != NULL && strstr(data, "\"host\":\"a\\\"\\nb\"") != NULL);
 	CHECK(data != NULL && strstr(data, "\"decision\":\"deny\"") != NULL);
+	/* Invalid UTF-8 from the guest is escaped, never dropped. */
+	CHECK(data != NULL && strstr(data, "\"path\":\"/x%FF%FE\"") != NULL);
 	CHECK(data != NULL && data[len - 1] == '\n');
 	free(data);
 	free(p);
