@@ -242,6 +242,13 @@ def serve_http(sock, role, info):
                                        "host", "headers", "body", "conn", "req", "peer", "dst")
                    if k in rec}
             out["role"] = role
+            if path.startswith("/cred"):
+                # A credential test: the log has the headers; the answer
+                # only their names and hashes, so the guest never reads a
+                # secret back from an echo.
+                out["headers"] = [[k, "sha256:" + hashlib.sha256(v.encode()).hexdigest()]
+                                  for k, v in headers]
+                out.pop("body", None)
             if role in ("metadata", "metadata6"):
                 out["AccessKeyId"] = "ASIATESTNETMETADATA"
                 out["SecretAccessKey"] = "testnet-metadata-secret"
@@ -688,7 +695,12 @@ def packet_summary(pkt):
         l4 = ip[40:]
     else:
         return {"proto": "ethertype-%04x" % etype, "smac": smac, "len": len(pkt), "foreign": True}
-    foreign = src not in GATEWAY_SOURCES and not src.startswith("fe80:")
+    # The link's own IPv6 housekeeping (DAD from ::, link-local ND/MLD)
+    # comes from the gateway host too.
+    link = src == "::" or src.startswith("fe80:")
+    if link and (proto in (0, 58)):
+        return None
+    foreign = src not in GATEWAY_SOURCES and not link
     rec = {"src": src, "dst": dst, "len": len(pkt), "smac": smac, "foreign": foreign}
     if proto == 6:
         flags = l4[13]
