@@ -373,6 +373,8 @@ api_body_ready(struct http_req *req, void *arg)
 	size_t len;
 	const char *body = http_req_body(req, &len);
 
+	/* The body is in: from here on the handler owns c (and its own on_close). */
+	http_req_on_close(req, NULL, NULL);
 	if (!(r->flags & (R_JSON | R_JSON_OPT))) {
 		r->handler(c);
 		return;
@@ -395,6 +397,12 @@ api_body_ready(struct http_req *req, void *arg)
 		}
 	}
 	r->handler(c);
+}
+
+static void
+api_body_abandoned(struct http_req *req, void *arg)
+{
+	api_call_done(arg);
 }
 
 static int
@@ -455,8 +463,13 @@ api_router(struct http_req *req, void *arg)
 			return;
 		}
 	}
-	/* Everything else runs once the (bounded) body is in, even when it is empty. */
+	/*
+	 * Everything else runs once the (bounded) body is in, even when it is
+	 * empty. If it never arrives (client gone, over the limit, bad framing,
+	 * shutdown), the server has answered or nobody listens: just end c.
+	 */
 	http_req_set_data(req, (void *)found);
+	http_req_on_close(req, api_body_abandoned, c);
 	http_req_buffer(req, HTTP_JSON_BODY_MAX, api_body_ready, c);
 }
 

@@ -34,7 +34,7 @@ struct http_req {
 	char			*path, *query;
 	char			 peer[64];
 	int			 refs;
-	int			 closed;	/* client gone before the end */
+	int			 closed;	/* ended before the handler finished */
 	int			 routed;	/* router chose a body mode or replied */
 	int			 keep_alive;
 
@@ -459,6 +459,29 @@ http_sse_event(struct http_req *req, const char *event, json_t *data)
 	free(text);
 }
 
+/*
+ * The request ends without its handler finishing it: the client left, the
+ * server is shutting down, or the server answered a bad body itself. The
+ * handler learns it once, through its close callback, and must drop its
+ * references there; without this the handler's state (and its reference on
+ * req) would wait for a body or a client that never comes.
+ */
+static void
+req_abandon(struct http_req *req)
+{
+	http_event_cb cb = req->close_cb;
+
+	req->closed = 1;
+	req->close_cb = NULL;
+	if (req->heartbeat != NULL)
+		event_del(req->heartbeat);
+	if (cb != NULL) {
+		req->refs++;
+		cb(req, req->close_arg);
+		req->refs--;
+	}
+}
+
 /* --- connections ------------------------------------------------------ */
 
 static void
@@ -475,17 +498,8 @@ conn_close(struct http_conn *conn, const char *why)
 	if (req != NULL) {
 		conn->req = NULL;
 		req->conn = NULL;
-		if (req->resp != RESP_ENDED) {
-			req->closed = 1;
-			if (req->heartbeat != NULL)
-				event_del(req->heartbeat);
-			/* The handler learns the client left; it still owns its refs. */
-			if (req->close_cb != NULL) {
-				req->refs++;
-				req->close_cb(req, req->close_arg);
-				req->refs--;
-			}
-		}
+		if (req->resp != RESP_ENDED)
+			req_abandon(req);
 		req_maybe_free(req);
 	}
 	bufferevent_free(conn->bev);
@@ -572,10 +586,11 @@ conn_read_body(struct http_conn *conn)
 		evbuffer_drain(in, consumed);
 		if (st == HTTP_BODY_ERROR) {
 			int status = strstr(cause, "too large") ? 413 : 400;
-			if (req->resp == RESP_NONE)
+			if (req->resp == RESP_NONE) {
 				http_reply_error(req, status, status == 413 ? "too_large" : "bad_request",
 				    "request body: %s", cause);
-			else
+				req_abandon(req);
+			} else
 				conn_close(conn, cause);
 			free(cause);
 			break;

@@ -68,7 +68,12 @@ void http_req_set_data(struct http_req *req, void *data);
 void http_req_buffer(struct http_req *req, size_t max, http_handler_cb done, void *arg);
 void http_req_stream(struct http_req *req, uint64_t max, http_body_cb on_body,
     http_handler_cb on_end, void *arg);
-/* The client went away before the response ended (SSE, long exec). */
+/*
+ * The request ended before its handler finished it: the client went away
+ * (SSE, long exec), the server is shutting down, or the body was malformed
+ * or over the limit (the server has answered 400/413). Runs at most once;
+ * the handler drops its references here.
+ */
 void http_req_on_close(struct http_req *req, http_event_cb cb, void *arg);
 /* Output fell below the high water mark again (streamed downloads). */
 void http_req_on_drain(struct http_req *req, http_event_cb cb, void *arg);
