@@ -29,6 +29,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "default_vcpus", NULL, CFG_INT, OFF(default_vcpus), 1, 16 },
 	{ "default_memory_mb", NULL, CFG_INT, OFF(default_memory_mb), 128, 65536 },
 	{ "default_idle_timeout_s", NULL, CFG_INT, OFF(default_idle_timeout_s), 0, 30L * 86400 },
+	{ "sweep_interval_s", "AIRLOCK_SWEEP_INTERVAL_S", CFG_INT, OFF(sweep_interval_s), 1, 3600 },
+	{ "idle_cpu_pct", "AIRLOCK_IDLE_CPU_PCT", CFG_INT, OFF(idle_cpu_pct), 0, 100 },
 	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
 	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
 	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
@@ -54,6 +56,8 @@ config_defaults(struct config *c)
 	c->default_vcpus = 2;
 	c->default_memory_mb = 512;
 	c->default_idle_timeout_s = 6 * 3600;
+	c->sweep_interval_s = 15;
+	c->idle_cpu_pct = 2;
 	c->max_sandboxes = 256;
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;

@@ -20,6 +20,8 @@ struct config {
 	int		 default_vcpus;
 	int		 default_memory_mb;
 	long		 default_idle_timeout_s;
+	int		 sweep_interval_s;	/* idle and lifetime checks */
+	int		 idle_cpu_pct;		/* guest CPU (% of one vCPU) that is activity; 0: ignore */
 	int		 max_sandboxes;
 	int		 max_parallel_boots;	/* 0: one per CPU */
 	int		 log_json;		/* structured JSON logs */

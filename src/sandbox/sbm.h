@@ -22,7 +22,6 @@
 #define SBM_BOOT_TIMEOUT_MS	180000	/* cold boot to agent ready (TCG is slow) */
 #define SBM_INIT_TIMEOUT_MS	30000
 #define SBM_ADOPT_TIMEOUT_MS	60000	/* restart: QMP, console, agent /health of a live VM */
-#define SBM_SWEEP_S		15	/* idle and lifetime checks */
 #define SBM_STOP_GRACE_MS	2000
 #define SBM_VCPUS_MAX		16
 #define SBM_MEMORY_MB_MIN	128

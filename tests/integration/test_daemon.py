@@ -176,6 +176,37 @@ def test_lifecycle(d, c):
     except ApiError as e:
         check("deleted sandbox is gone (404)", e.status == 404)
 
+def test_idle(d, c, idle_s=6):
+    """A guest busy with a background job is not idle; once the job ends the
+    sandbox is suspended. The daemon sweeps every second (main)."""
+    sb = c.call("POST", "/v1/sandboxes", {"template": "base", "idle_timeout_s": idle_s})
+    sid = sb["id"]
+    code, _, out, _ = c.exec(sid, ["sh", "-c",
+                                   "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!"])
+    pid = out.decode().strip()
+    check("busy loop started in the background", code == 0 and pid.isdigit(), (code, out))
+    # GET does not count as activity: only the guest's CPU keeps it running.
+    end, states = time.time() + idle_s * 3, set()
+    while time.time() < end:
+        states.add(c.call("GET", f"/v1/sandboxes/{sid}")["state"])
+        time.sleep(1)
+    check(f"busy guest still running after 3x its idle timeout", states == {"running"}, states)
+    sb = c.call("GET", f"/v1/sandboxes/{sid}")
+    code, _, _, _ = c.exec(sid, ["kill", pid])
+    check("busy loop stopped", code == 0, code)
+    check("idle guest is suspended", wait_gone(
+        lambda: c.call("GET", f"/v1/sandboxes/{sid}")["state"] == "suspended", idle_s + 90),
+        c.call("GET", f"/v1/sandboxes/{sid}")["state"])
+    ev = None
+    for name, data in c.sse("GET", f"/v1/sandboxes/{sid}/events"):
+        if name == "idle_suspend":
+            ev = data["data"]
+            break
+    check("idle_suspend event names the guest's low CPU use",
+          ev is not None and ev["idle_s"] >= idle_s and ev.get("guest_cpu_pct", 100) < 2, ev)
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+    check("idle test leaves nothing", wait_gone(lambda: not leftovers(d, sid)), leftovers(d, sid))
+
 def test_concurrency(c, n=10):
     def one(i):
         sb = c.call("POST", "/v1/sandboxes", {"memory_mb": 256, "metadata": {"batch": "c"}})
@@ -551,7 +582,8 @@ def main():
         only = sys.argv[sys.argv.index("--only") + 1].split(",")
     d = Daemon(binary, root)
     try:
-        c = d.start()
+        # Sweep idle and lifetime timeouts every second, so the idle test is quick.
+        c = d.start({"AIRLOCK_SWEEP_INTERVAL_S": "1"})
         # The lambdas read c when called: sections that restart the daemon
         # hand back the new client.
         for name, fn in (("bad input", lambda: test_bad_input(c)),
@@ -559,6 +591,7 @@ def main():
                          ("audit", lambda: test_audit(d, c)),
                          ("secrets sandbox", lambda: test_secrets_sandbox(d, c)),
                          ("lifecycle", lambda: test_lifecycle(d, c)),
+                         ("idle", lambda: test_idle(d, c)),
                          ("concurrency", lambda: test_concurrency(c)),
                          ("restart", lambda: test_restart(d, c)),
                          ("adopt", lambda: test_adopt(d, c))):
