@@ -242,6 +242,12 @@ cli_api_has_key(const struct cli_api *api)
 	return api->key != NULL;
 }
 
+int
+cli_api_local(const struct cli_api *api)
+{
+	return cli_api_loopback(api->host);
+}
+
 struct cli_conn *
 cli_api_conn(struct cli_api *api)
 {

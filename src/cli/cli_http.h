@@ -44,6 +44,8 @@ void cli_api_free(struct cli_api *api);
 const char *cli_api_url(const struct cli_api *api);
 /* Whether a key was found (the admin key file is used only for a local daemon). */
 int cli_api_has_key(const struct cli_api *api);
+/* Whether AIRLOCK_URL names this host (a loopback address or localhost). */
+int cli_api_local(const struct cli_api *api);
 
 /*
  * One JSON request on the API's own keep-alive connection. body may be NULL.

@@ -1,8 +1,12 @@
 /*
- * airlock template build|ls|rm. build runs locally (no daemon needed); ls and
- * rm go through the API when airlockd answers, so they see what the daemon
- * sees and rm is refused while sandboxes use the template; with no daemon
- * they fall back to the local data dir.
+ * airlock template build|ls|rm. build runs locally (in-process, root on the
+ * daemon's host: debootstrap, and recipes whose files name host paths) or
+ * through POST /v1/templates, rendering the daemon's progress stream the
+ * same way; it goes remote with --remote, or by default when AIRLOCK_URL
+ * names another host or the caller is not root. ls and rm go through the
+ * API when airlockd answers, so they see what the daemon sees and rm is
+ * refused while sandboxes use the template; with no daemon they fall back
+ * to the local data dir.
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -10,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "cli/cli.h"
 #include "cli/cli_http.h"
+#include "cli/cli_sse.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "storage/recipe.h"
@@ -29,10 +35,20 @@ cli_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Progress lines, the same for local and remote builds. */
 struct build_progress {
-	double	start, step_start;
-	int	step;
+	FILE	*out;		/* stdout, or stderr when stdout carries --json */
+	double	 start, step_start;
+	int	 step;
 };
+
+static void
+build_progress_init(struct build_progress *p, int json_out)
+{
+	memset(p, 0, sizeof(*p));
+	p->out = json_out ? stderr : stdout;
+	p->start = cli_now();
+}
 
 static void
 build_progress(void *arg, int step, int nsteps, const char *msg)
@@ -41,13 +57,219 @@ build_progress(void *arg, int step, int nsteps, const char *msg)
 	double now = cli_now();
 
 	if (p->step != 0 && step != p->step)
-		printf("      done in %.1fs\n", now - p->step_start);
+		fprintf(p->out, "      done in %.1fs\n", now - p->step_start);
 	if (step != p->step)
 		p->step_start = now;
 	p->step = step;
-	printf("[%d/%d] %s\n", step, nsteps, msg);
-	fflush(stdout);
+	fprintf(p->out, "[%d/%d] ", step, nsteps);
+	/* A remote daemon's text: no terminal escapes. */
+	cli_cell(p->out, msg, 0);
+	fputc('\n', p->out);
+	fflush(p->out);
 }
+
+static void
+build_progress_end(struct build_progress *p, const char *name, const char *where)
+{
+	if (p->step != 0)
+		fprintf(p->out, "      done in %.1fs\n", cli_now() - p->step_start);
+	fprintf(p->out, "template \"%s\" built in %.1fs%s\n", name, cli_now() - p->start,
+	    where);
+	fflush(p->out);
+}
+
+static int
+build_failed(const char *name, const char *why)
+{
+	fprintf(stderr, "airlock: template %s: %s\n", name, why);
+	fprintf(stderr, "airlock: the previous template \"%s\" (if any) is unchanged\n", name);
+	return CLI_EXIT_FAIL;
+}
+
+static int
+template_build_local(const char *name, struct template_build_opts *o, int json_out)
+{
+	struct build_progress p;
+	struct recipe r;
+	char *cause = NULL, *where, *meta;
+	json_t *t;
+	int rc;
+
+	o->name = name;
+	if (recipe_load(o->recipe_path, &r, &cause) == -1) {
+		fprintf(stderr, "airlock: recipe %s: %s\n", o->recipe_path, cause);
+		free(cause);
+		return CLI_EXIT_FAIL;
+	}
+	build_progress_init(&p, json_out);
+	o->progress = build_progress;
+	o->progress_arg = &p;
+	fprintf(p.out, "building template \"%s\" from %s\n", name, o->recipe_path);
+	if (template_build(&r, o, &cause) == -1) {
+		rc = build_failed(name, cause);
+		free(cause);
+		recipe_free(&r);
+		return rc;
+	}
+	recipe_free(&r);
+	xasprintf(&where, ": %s/templates/%s", paths_data_dir(), name);
+	build_progress_end(&p, name, where);
+	free(where);
+	if (json_out) {
+		meta = paths_data("templates/%s/template.json", name);
+		if ((t = json_load_file(meta, 0, NULL)) != NULL)
+			cli_print_json(t);
+		json_decref(t);
+		free(meta);
+	}
+	return CLI_EXIT_OK;
+}
+
+/* --- remote: POST /v1/templates, progress as server-sent events ----------- */
+
+struct remote_build {
+	struct cli_sse		 sse;
+	struct build_progress	 p;
+	int			 ended;
+	json_t			*template;	/* "done" */
+	char			*error;		/* "error" */
+};
+
+static int
+remote_event(void *arg, const char *event, const char *data, size_t len)
+{
+	struct remote_build *rb = arg;
+	json_t *j = json_loadb(data, len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(j, "message"));
+
+	if (strcmp(event, "progress") == 0 && msg != NULL)
+		build_progress(&rb->p, (int)json_integer_value(json_object_get(j, "step")),
+		    (int)json_integer_value(json_object_get(j, "steps")), msg);
+	else if (strcmp(event, "done") == 0) {
+		rb->ended = 1;
+		rb->template = json_incref(json_object_get(j, "template"));
+	} else if (strcmp(event, "error") == 0) {
+		rb->ended = 1;
+		rb->error = xstrdup(msg != NULL ? msg : "the build failed (airlockd gave no reason)");
+	}
+	json_decref(j);
+	return 0;
+}
+
+static int
+remote_sink(void *arg, const char *data, size_t n, char **cause)
+{
+	struct remote_build *rb = arg;
+
+	return cli_sse_feed(&rb->sse, data, n, cause);
+}
+
+/* Send the recipe as it is: airlockd validates it and names the bad field. */
+static int
+template_build_remote(const char *name, const char *recipe_path, int json_out)
+{
+	struct remote_build rb;
+	struct cli_api *api;
+	struct cli_conn *conn;
+	json_error_t jerr;
+	json_t *recipe, *body;
+	char *text, *cause = NULL, *where;
+	int has_files, rc;
+
+	recipe = json_load_file(recipe_path, JSON_REJECT_DUPLICATES, &jerr);
+	if (recipe == NULL)
+		return cli_fail("recipe %s: line %d column %d: %s", recipe_path, jerr.line,
+		    jerr.column, jerr.text);
+	if (!json_is_object(recipe)) {
+		json_decref(recipe);
+		return cli_fail("recipe %s: must be a JSON object (docs/templates.md)", recipe_path);
+	}
+	has_files = json_object_get(recipe, "files") != NULL;
+	if ((api = cli_connect()) == NULL) {
+		json_decref(recipe);
+		return CLI_EXIT_FAIL;
+	}
+	body = json_pack("{s:s,s:o}", "name", name, "recipe", recipe);
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	memset(&rb, 0, sizeof(rb));
+	build_progress_init(&rb.p, json_out);
+	cli_sse_init(&rb.sse, remote_event, &rb);
+	fprintf(rb.p.out, "building template \"%s\" from %s on airlockd at %s\n", name,
+	    recipe_path, cli_api_url(api));
+	fflush(rb.p.out);
+	conn = cli_api_conn(api);
+	rc = cli_conn_request(conn, "POST", "/v1/templates", "application/json", text,
+	    strlen(text), -1, NULL, NULL, NULL, &cause);
+	free(text);
+	if (rc != -1) {
+		/* Steps can be silent for minutes; heartbeats come every 15 s. */
+		cli_conn_set_timeout(conn, CLI_HTTP_STREAM_TIMEOUT_MS);
+		if (cli_conn_body_all(conn, remote_sink, &rb, &cause) == 1 && !rb.ended)
+			cause_set(&cause, "airlockd ended the progress stream without a result");
+		if (!rb.ended) {
+			/* The daemon's build outlives our stream. */
+			xasprintf(&where, "%s (the build may still finish in airlockd: "
+			    "airlock template ls)", cause != NULL ? cause : "the stream broke");
+			free(cause);
+			cause = where;
+		}
+	}
+	if (rb.error != NULL)
+		rc = build_failed(name, rb.error);
+	else if (rb.ended) {
+		xasprintf(&where, " on airlockd at %s", cli_api_url(api));
+		build_progress_end(&rb.p, name, where);
+		free(where);
+		if (json_out)
+			cli_print_json(rb.template != NULL ? rb.template : json_null());
+		rc = CLI_EXIT_OK;
+	} else {
+		/* A refusal (400: bad name, files), or the stream broke. */
+		rc = build_failed(name, cause != NULL ? cause : "no answer from airlockd");
+		if (has_files)
+			fprintf(stderr, "airlock: recipes with \"files\" copy host paths, so they "
+			    "build only locally: run as root on the daemon's host with --local\n");
+	}
+	free(cause);
+	free(rb.error);
+	json_decref(rb.template);
+	cli_sse_free(&rb.sse);
+	cli_api_free(api);
+	return rc;
+}
+
+/*
+ * Without --local or --remote: local only for root talking to a daemon on
+ * this host (debootstrap needs root, and the result must land in the data
+ * dir that daemon serves).
+ */
+static int
+template_build_goes_remote(void)
+{
+	struct cli_api *api;
+	char *cause = NULL;
+	int local;
+
+	if (geteuid() != 0)
+		return 1;
+	if ((api = cli_api_new(&cause)) == NULL) {
+		free(cause);
+		return 1;	/* a bad AIRLOCK_URL: the remote path says what is wrong */
+	}
+	local = cli_api_local(api);
+	cli_api_free(api);
+	return !local;
+}
+
+static const char template_build_usage[] =
+    "usage: airlock template build NAME --recipe FILE [--local [--agent BIN] [--no-cache] |\n"
+    "           --remote] [--json]\n"
+    "  --local   build here, in-process (root; debootstrap; recipes with \"files\");\n"
+    "            implied by --agent and --no-cache\n"
+    "  --remote  build in airlockd (POST /v1/templates); the default when AIRLOCK_URL\n"
+    "            names another host or when not root. Interrupting only stops the\n"
+    "            progress display: the daemon finishes the build.\n";
 
 static int
 template_build_cmd(int argc, char **argv)
@@ -56,13 +278,13 @@ template_build_cmd(int argc, char **argv)
 		{ "recipe", required_argument, NULL, 'r' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "no-cache", no_argument, NULL, 'n' },
+		{ "local", no_argument, NULL, 'L' },
+		{ "remote", no_argument, NULL, 'R' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct template_build_opts o;
-	struct build_progress p;
-	struct recipe r;
-	char *cause = NULL;
-	int ch;
+	int ch, local = 0, remote = 0, json_out = 0;
 
 	memset(&o, 0, sizeof(o));
 	optind = 1;
@@ -77,38 +299,34 @@ template_build_cmd(int argc, char **argv)
 		case 'n':
 			o.no_cache = 1;
 			break;
+		case 'L':
+			local = 1;
+			break;
+		case 'R':
+			remote = 1;
+			break;
+		case 'j':
+			json_out = 1;
+			break;
 		default:
 			goto usage;
 		}
 	}
-	if (optind != argc - 1 || o.recipe_path == NULL)
+	if (optind != argc - 1 || o.recipe_path == NULL || (local && remote))
 		goto usage;
-	o.name = argv[optind];
-	if (recipe_load(o.recipe_path, &r, &cause) == -1) {
-		fprintf(stderr, "airlock: recipe %s: %s\n", o.recipe_path, cause);
-		free(cause);
-		return 1;
+	/* --agent and --no-cache name local things: they imply --local. */
+	if (remote && (o.agent_bin != NULL || o.no_cache)) {
+		fprintf(stderr, "airlock: --agent and --no-cache apply to local builds only\n");
+		goto usage;
 	}
-	memset(&p, 0, sizeof(p));
-	p.start = cli_now();
-	o.progress = build_progress;
-	o.progress_arg = &p;
-	printf("building template \"%s\" from %s\n", o.name, o.recipe_path);
-	if (template_build(&r, &o, &cause) == -1) {
-		fprintf(stderr, "airlock: template %s: %s\n", o.name, cause);
-		fprintf(stderr, "airlock: the previous template \"%s\" (if any) is unchanged\n",
-		    o.name);
-		free(cause);
-		recipe_free(&r);
-		return 1;
-	}
-	printf("      done in %.1fs\ntemplate \"%s\" built in %.1fs: %s/templates/%s\n",
-	    cli_now() - p.step_start, o.name, cli_now() - p.start, paths_data_dir(), o.name);
-	recipe_free(&r);
-	return 0;
+	if (!local && !remote && o.agent_bin == NULL && !o.no_cache)
+		remote = template_build_goes_remote();
+	if (remote)
+		return template_build_remote(argv[optind], o.recipe_path, json_out);
+	return template_build_local(argv[optind], &o, json_out);
 usage:
-	fprintf(stderr, "usage: airlock template build NAME --recipe FILE [--agent BIN] [--no-cache]\n");
-	return 2;
+	fputs(template_build_usage, stderr);
+	return CLI_EXIT_USAGE;
 }
 
 /*
@@ -241,8 +459,8 @@ template_rm_cmd(int argc, char **argv)
 }
 
 static const struct cli_cmd template_cmds[] = {
-	{ "build", "build NAME --recipe FILE", "build a template from a recipe",
-	  template_build_cmd, NULL },
+	{ "build", "build NAME --recipe FILE [--local|--remote] [--json]",
+	  "build a template from a recipe", template_build_cmd, template_build_usage },
 	{ "ls", "ls [--json]", "list templates", template_ls_cmd, NULL },
 	{ "rm", "rm NAME", "remove a template", template_rm_cmd, NULL },
 	{ NULL, NULL, NULL, NULL, NULL }

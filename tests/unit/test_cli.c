@@ -480,6 +480,35 @@ fake_key_create(struct http_req *req, void *arg)
 	json_decref(j);
 }
 
+/* POST /v1/templates: progress, then done or error, by the name asked for. */
+static void
+fake_template_build(struct http_req *req, void *arg)
+{
+	size_t len;
+	const char *body = http_req_body(req, &len);
+	json_t *j = json_loadb(body, len, 0, NULL);
+	const char *name = json_string_value(json_object_get(j, "name"));
+
+	if (!json_is_object(json_object_get(j, "recipe"))) {
+		http_reply_error(req, 400, "bad_request", "recipe: must be a recipe object");
+		json_decref(j);
+		return;
+	}
+	http_sse_start(req);
+	http_sse_event(req, "progress", json_pack("{s:i,s:i,s:s}", "step", 1, "steps", 2,
+	    "message", "debootstrap \x1b[31mcached"));
+	if (strcmp(name, "good") == 0) {
+		http_sse_event(req, "progress", json_pack("{s:i,s:i,s:s}", "step", 2, "steps", 2,
+		    "message", "install"));
+		http_sse_event(req, "done", json_pack("{s:{s:s,s:i}}", "template", "name", "good",
+		    "disk_size_mb", 1024));
+	} else if (strcmp(name, "bad") == 0)
+		http_sse_event(req, "error", json_pack("{s:s}", "message",
+		    "packages: not found in the distribution: nope"));
+	http_reply_end(req);
+	json_decref(j);
+}
+
 static void
 fake_big(struct http_req *req)
 {
@@ -580,6 +609,8 @@ fake_router(struct http_req *req, void *arg)
 		    "k1", "name", "ci", "project", "default", "role", "user", "prefix", "al_ab"));
 	else if (strcmp(p, "/v1/keys/k1") == 0 && strcmp(m, "DELETE") == 0)
 		http_reply(req, 204, NULL, NULL, 0);
+	else if (strcmp(p, "/v1/templates") == 0 && strcmp(m, "POST") == 0)
+		http_req_buffer(req, HTTP_JSON_BODY_MAX, fake_template_build, NULL);
 	else if (strcmp(p, "/v1/templates") == 0)
 		http_reply_json(req, 200, json_pack("{s:[{s:s,s:s,s:s,s:i}]}", "templates", "name",
 		    "apitpl", "kernel_release", "6.1", "built_at", "2026-11-30T08:00:00Z",
@@ -837,6 +868,40 @@ test_commands(void)
 	CHECK(strstr(err, "used by 2 sandboxes") != NULL);
 	free(out);
 	free(err);
+	/* template build --remote: the daemon's progress rendered like a local build's. */
+	char recipe[] = "/tmp/airlock-test-recipe.XXXXXX";
+	int rfd = mkstemp(recipe);
+	CHECK(rfd != -1 && write(rfd, "{\"from\":{}}", 11) == 11);
+	close(rfd);
+	char *tbg[] = { "template", "build", "good", "--recipe", recipe, "--remote", NULL };
+	CHECK(capture(cmd_template, 6, tbg, &out, &err) == 0);
+	CHECK(strstr(out, "[1/2] debootstrap ?[31mcached\n") != NULL && strchr(out, '\x1b') == NULL);
+	CHECK(strstr(out, "[2/2] install\n") != NULL);
+	CHECK(strstr(out, "template \"good\" built in") != NULL && strstr(out, "on airlockd at"));
+	free(out);
+	free(err);
+	char *tbj[] = { "template", "build", "good", "--recipe", recipe, "--remote", "--json",
+	    NULL };
+	CHECK(capture(cmd_template, 7, tbj, &out, &err) == 0);
+	lj = json_loads(out, 0, NULL);
+	CHECK(json_integer_value(json_object_get(lj, "disk_size_mb")) == 1024);
+	CHECK(strstr(err, "[2/2] install") != NULL);
+	json_decref(lj);
+	free(out);
+	free(err);
+	char *tbb[] = { "template", "build", "bad", "--recipe", recipe, "--remote", NULL };
+	CHECK(capture(cmd_template, 6, tbb, &out, &err) == 1);
+	CHECK(strstr(err, "airlock: template bad: packages: not found in the distribution: nope\n")
+	    != NULL);
+	free(out);
+	free(err);
+	char *tbc[] = { "template", "build", "cut", "--recipe", recipe, "--remote", NULL };
+	CHECK(capture(cmd_template, 6, tbc, &out, &err) == 1);
+	CHECK(strstr(err, "without a result") != NULL && strstr(err, "may still finish") != NULL);
+	free(out);
+	free(err);
+	unlink(recipe);
+
 	CHECK(capture(cmd_events, 1, ev, &out, &err) == 0);
 	CHECK(strstr(out, "created") != NULL && strstr(out, "{\"by\":\"api\"}") != NULL);
 	free(out);
