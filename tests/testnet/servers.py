@@ -237,6 +237,17 @@ def serve_http(sock, role, info):
             return ws_echo(sock, f, role, info, headers)
         if role == "doh" and path == "/dns-query":
             doh(sock, role, info, method, target, body, close)
+        elif path.startswith("/bytes/") and path[7:].isdigit():
+            # Bulk download for bench/gateway.py: N bytes, streamed.
+            total = min(int(path[7:]), 1 << 31)
+            sock.sendall(("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                          "Content-Length: %d\r\nConnection: %s\r\n\r\n"
+                          % (total, "close" if close else "keep-alive")).encode())
+            chunk = bytes(1 << 20)
+            while total > 0:
+                k = min(total, len(chunk))
+                sock.sendall(chunk[:k])
+                total -= k
         else:
             out = {k: rec[k] for k in ("role", "sni", "tls", "method", "target", "path", "version",
                                        "host", "headers", "body", "conn", "req", "peer", "dst")
