@@ -401,6 +401,29 @@ egress_gw_shutdown(struct egress_gw *g)
 	json_decref(reply);
 }
 
+int
+egress_gw_restart(struct egress_gw *g, char **cause)
+{
+	uint64_t deadline = egress_now_ms() + EGRESS_GW_START_MS;
+	int fd;
+
+	egress_gw_shutdown(g);
+	if (g->fd != -1) {
+		close(g->fd);
+		g->fd = -1;
+	}
+	/* Until the old instance has closed its listener, a connect would reach it. */
+	while ((fd = egress_connect(g->cfg.ctl_path)) != -1) {
+		close(fd);
+		if (egress_now_ms() >= deadline) {
+			cause_set(cause, "airlock-gateway pid %ld did not stop", g->pid);
+			return -1;
+		}
+		usleep(20 * 1000);
+	}
+	return egress_gw_open(g, NULL, cause);
+}
+
 long
 egress_gw_pid(struct egress_gw *g)
 {

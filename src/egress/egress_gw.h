@@ -54,6 +54,12 @@ int egress_gw_update(struct egress_gw *, const char *id, const json_t *policy, c
 /* Not attached counts as done. */
 int egress_gw_detach(struct egress_gw *, const char *id, char **cause);
 json_t *egress_gw_stats(struct egress_gw *, const char *id, char **cause);
+/*
+ * Stop the running gateway, wait until its socket refuses, start a new one
+ * (which picks up a renewed issuer). Everything attached is lost: the
+ * caller re-attaches.
+ */
+int egress_gw_restart(struct egress_gw *, char **cause);
 /* Ask the gateway to exit (graceful airlockd shutdown with nothing attached). */
 void egress_gw_shutdown(struct egress_gw *);
 void egress_gw_free(struct egress_gw *);

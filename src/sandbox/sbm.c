@@ -1384,6 +1384,7 @@ sbm_sweep(evutil_socket_t fd, short ev, void *arg)
 		if (sb_idle_due(sb, now))
 			sb_idle_check(sb, now);
 	}
+	sbm_egress_maintain(m->egress);
 }
 
 /* --- egress gateway ----------------------------------------------------- */

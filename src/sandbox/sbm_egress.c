@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "airlockd/config.h"
@@ -25,7 +26,10 @@ struct sbm_egress {
 	char			*bin, *ctl, *audit, *log, *ca_cert, *ca_key;
 	void			(*restarted)(void *);
 	void			*arg;
+	time_t			 ca_checked;	/* last issuer check */
 };
+
+#define SBM_EGRESS_CA_CHECK_S	(12 * 3600)
 
 /* airlock-gateway beside airlockd (installed), or in the build tree's src/gateway. */
 static char *
@@ -130,6 +134,7 @@ sbm_egress_gw(struct sbm_egress *e, char **cause)
 	gc.uid = EGRESS_GW_UID;
 	gc.gid = EGRESS_GW_UID;
 	gc.log_json = e->cfg->log_json;
+	e->ca_checked = time(NULL);
 	e->gw = egress_gw_new(&gc, sbm_egress_restart_cb, e);
 	if (egress_gw_open(e->gw, &ids, cause) == -1) {
 		egress_gw_free(e->gw);
@@ -251,6 +256,36 @@ sbm_egress_stats(struct sbm_egress *e, const char *id, char **cause)
 	if (sbm_egress_gw(e, cause) == NULL)
 		return NULL;
 	return egress_gw_stats(e->gw, id, cause);
+}
+
+void
+sbm_egress_maintain(struct sbm_egress *e)
+{
+	char *ca, *cause = NULL;
+	int renewed, rc;
+
+	if (e->gw == NULL || time(NULL) - e->ca_checked < SBM_EGRESS_CA_CHECK_S)
+		return;
+	e->ca_checked = time(NULL);
+	ca = paths_data("ca");
+	rc = egress_ca_ensure(ca, &renewed, &cause);
+	free(ca);
+	if (rc == -1) {
+		log_warnx("gateway: issuer renewal: %s", cause);
+		free(cause);
+		return;
+	}
+	if (!renewed)
+		return;
+	log_info("gateway: new leaf issuer; restarting airlock-gateway onto it");
+	if (egress_gw_restart(e->gw, &cause) == -1) {
+		/* The next control call starts one and re-attaches everything. */
+		log_warnx("gateway: restart: %s", cause);
+		free(cause);
+		return;
+	}
+	if (e->restarted != NULL)
+		e->restarted(e->arg);
 }
 
 void

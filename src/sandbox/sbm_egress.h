@@ -26,6 +26,12 @@ void sbm_egress_detach(struct sbm_egress *, const char *id);
 /* Ids the gateway serves right now (opens/starts it). New reference or NULL + cause. */
 json_t *sbm_egress_attached(struct sbm_egress *, char **cause);
 json_t *sbm_egress_stats(struct sbm_egress *, const char *id, char **cause);
+/*
+ * Called from the sweep: at most twice a day, renew the gateway's issuer
+ * when it nears expiry and restart a running gateway onto it (the restart
+ * hook re-attaches every sandbox; connections in flight are cut).
+ */
+void sbm_egress_maintain(struct sbm_egress *);
 /* Graceful daemon exit with nothing attached: let the gateway go too. */
 void sbm_egress_shutdown(struct sbm_egress *);
 
