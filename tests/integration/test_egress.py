@@ -565,6 +565,30 @@ def cat_cdn_fronting(env):
             audit={"host": N("forbidden")}, dial_ok=[A["allowed"]])
 
 
+def cat_absolute_h2c(env):
+    """Request-line and upgrade tricks on an allowed connection."""
+    sb = env.sb1
+    for port, scheme, tls in ((443, "https", ["--tls", "--sni", N("allowed")]),
+                              (80, "http", [])):
+        m, am = marks(env)
+        r = env.guest(sb, "req", N("allowed"), port, *tls, "--req", "GET %s %s://%s/atk-absolute"
+                      % (N("allowed"), scheme, N("forbidden")))
+        blocked(env, "absolute-form %s:// request-target naming a forbidden host "
+                "(Host%s allowed)" % (scheme, " and SNI" if tls else ""),
+                not reached(r, "allowed") and not reached(r, "forbidden"), r, m, am,
+                nothing=[("forbidden", {}), ("allowed", {"path": "/atk-absolute"})],
+                audit_any=N("forbidden"), dial_ok=[A["allowed"]])
+    m, am = marks(env)
+    r = env.guest(sb, "req", N("allowed"), 80, "--req", "GET %s /h2c" % N("allowed"),
+                  "--header", "Connection: Upgrade, HTTP2-Settings", "--header", "Upgrade: h2c",
+                  "--header", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")
+    up = [h for x in env.logs.since(m, "allowed", event="request", path="/h2c")
+          for h in x.get("headers", []) if h[0].lower() in ("upgrade", "http2-settings")]
+    statuses = [x.get("status") for x in r.get("responses", [])]
+    check("h2c upgrade: never switched, the upgrade headers never reach upstream",
+          101 not in statuses and not up, {"statuses": statuses, "upstream_headers": up})
+
+
 def cat_keepalive(env):
     sb = env.sb1
     m, am = marks(env)
@@ -1032,7 +1056,8 @@ def cat_detach(env):
 CATEGORIES = [
     ("testnet", cat_testnet), ("dns", cat_dns), ("https", cat_https),
     ("credentials", cat_credentials), ("spoof-dns", cat_spoof_dns),
-    ("cdn-fronting", cat_cdn_fronting), ("keepalive", cat_keepalive),
+    ("cdn-fronting", cat_cdn_fronting), ("absolute-h2c", cat_absolute_h2c),
+    ("keepalive", cat_keepalive),
     ("connect", cat_connect), ("dns-tunnel", cat_dns_tunnel), ("doh", cat_doh),
     ("udp", cat_udp), ("ports", cat_ports), ("websocket", cat_websocket), ("ipv6", cat_ipv6),
     ("icmp", cat_icmp), ("rebinding", cat_rebinding), ("metadata", cat_metadata),
@@ -1085,19 +1110,23 @@ def main():
         print("skip: %s" % why)
         return 77
     only = set(a.only.split(",")) if a.only else None
-    created = tn.up()
+    # The whole run: its checks read what reached the test internet, which
+    # another test's traffic would pollute (and the stand-in names are fixed).
+    with tn.exclusive():
+        return run(a, only)
+
+
+def run(a, only):
+    tn.acquire()
     scratch = tempfile.mkdtemp(prefix="airlock-egress-")
     env = Env(a.gw_standin, a.gateway, scratch)
     try:
-        if not start_gateway(env):
-            return 1
-        if not (attach(env, env.sb1, policy1(env), "allowlist") and
-                attach(env, env.sb2, policy2(), "full")):
-            print("gateway log:\n" + gwlog_tail(env))
-            return 1
-        env.tap_mac = env.sb1.island_run("cat", "/sys/class/net/tap0/address").stdout.strip()
-        start_listener2(env)
-        for name, fn in CATEGORIES:
+        ready = (start_gateway(env) and attach(env, env.sb1, policy1(env), "allowlist") and
+                 attach(env, env.sb2, policy2(), "full"))
+        if ready:
+            env.tap_mac = env.sb1.island_run("cat", "/sys/class/net/tap0/address").stdout.strip()
+            start_listener2(env)
+        for name, fn in CATEGORIES if ready else ():
             if only and name not in only:
                 continue
             print("-- %s" % name, flush=True)
@@ -1134,8 +1163,7 @@ def main():
             for sb in (env.sb1, env.sb2):
                 sb.destroy()
             shutil.rmtree(scratch, ignore_errors=True)
-            if created:
-                tn.down()
+            tn.release()
         else:
             print("kept: scratch %s, gateway pid %s" % (scratch, env.gw.pid if env.gw else None))
     print("%d passed, %d failed" % (passed, len(failures)))

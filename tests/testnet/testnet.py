@@ -3,6 +3,11 @@
 
     testnet.py up       create (or verify) everything; idempotent
     testnet.py down     remove everything up created; idempotent
+
+Tests use acquire()/release() instead of up()/down(): the last live user
+takes it down, so tests running at the same time do not pull it away from
+each other, and one brought up with `up` (by hand, or up()) stays up until
+`testnet.py down`, which removes it regardless.
     testnet.py status   exit 0 if up and healthy, 1 if not
     testnet.py env      shell variables describing it (for scripts)
 
@@ -335,14 +340,36 @@ def healthy(p=None):
             and os.path.exists(p["ready_net"]) and os.path.exists(p["ready_up"]))
 
 
+class _Lock:
+    """An exclusive flock next to the state dir (which down removes), so
+    concurrent up/down/acquire/release from several tests do not interleave."""
+
+    def __enter__(self):
+        import fcntl
+        self.f = open(state_dir().rstrip("/") + ".lock", "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
 def up():
-    """Bring the test internet up. Returns True if this call created it."""
+    """Bring the test internet up and keep it up (until down()), whoever
+    else acquires and releases it. Returns True if this call created it."""
     if os.geteuid() != 0:
         raise RuntimeError("testnet: must run as root")
+    with _Lock():
+        created = _up()
+        open(os.path.join(_leases(paths()), "held"), "w").close()
+        return created
+
+
+def _up():
     p = paths()
     if healthy(p):
         return False
-    down()  # a half-made one from an interrupted run
+    _down()  # a half-made one from an interrupted run
     os.makedirs(p["logs"], exist_ok=True)
     try:
         make_certs(p)
@@ -350,9 +377,80 @@ def up():
         start_servers(p, "internet", NS_NET, p["pid_net"], p["ready_net"])
         start_servers(p, "host", NS_UP, p["pid_up"], p["ready_up"])
     except BaseException:
-        down()
+        _down()
         raise
     return True
+
+
+class exclusive:
+    """Sole use of the test internet for a whole test run (a context
+    manager): tests that assert what reached the outside (the egress
+    matrix checks that nothing at all was dialled) cannot share the fixture
+    logs with another test's gateway. A second run waits for the first."""
+
+    PATH = "/run/airlock-testnet.excl"
+
+    def __init__(self, timeout=1200):
+        self.timeout = timeout
+
+    def __enter__(self):
+        import fcntl
+        self.f = open(self.PATH, "a")
+        deadline = time.time() + self.timeout
+        said = False
+        while True:
+            try:
+                fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.time() > deadline:
+                    self.f.close()
+                    raise RuntimeError("testnet: still in use by another test after %ds"
+                                       % self.timeout)
+                if not said:
+                    print("testnet: waiting for another test that uses it exclusively",
+                          flush=True)
+                    said = True
+                time.sleep(1)
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def _leases(p):
+    d = os.path.join(p["dir"], "leases")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def acquire():
+    """up() for a test, holding a lease (this pid) so that another test's
+    release() leaves the internet up while this one still uses it."""
+    if os.geteuid() != 0:
+        raise RuntimeError("testnet: must run as root")
+    with _Lock():
+        created = _up()
+        open(os.path.join(_leases(paths()), str(os.getpid())), "w").close()
+        return created
+
+
+def release():
+    """Drop this process's lease; bring the internet down when no live lease
+    remains. Returns True if it went down."""
+    with _Lock():
+        p = paths()
+        if not os.path.isdir(p["dir"]):
+            return True
+        d = _leases(p)
+        try:
+            os.unlink(os.path.join(d, str(os.getpid())))
+        except FileNotFoundError:
+            pass
+        for name in os.listdir(d):
+            if name == "held" or (name.isdigit() and os.path.exists("/proc/" + name)):
+                return False
+        _down()
+        return True
 
 
 def _kill(pid):
@@ -380,6 +478,12 @@ def ns_pids(ns):
 
 
 def down():
+    """Remove everything, whoever still uses it (testnet.sh down)."""
+    with _Lock():
+        _down()
+
+
+def _down():
     p = paths()
     for pidfile in (p["pid_net"], p["pid_up"]):
         pid = pid_alive(pidfile)
