@@ -35,7 +35,7 @@
 #include "egress/egress_gw.h"
 #include "net/net_island.h"
 
-static void
+static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr,
@@ -46,7 +46,7 @@ usage(void)
 	exit(2);
 }
 
-static void
+static void __attribute__((noreturn))
 die(const char *what, char *cause)
 {
 	fprintf(stderr, "gw_standin: %s: %s\n", what, cause != NULL ? cause : "failed");
@@ -132,7 +132,7 @@ main(int argc, char **argv)
 	struct egress_gw *g;
 	char *cause = NULL;
 	json_t *ids = NULL, *reply, *pol;
-	int c, fds[2], rc;
+	int c, fds[2], rc = 1;
 
 	if (argc < 2)
 		usage();
