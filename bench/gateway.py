@@ -43,8 +43,10 @@ def summary_ms(xs):
 
 def curl_times(ns, cacert, urls, extra=()):
     """One curl process (one kept-alive connection): time_total per URL."""
-    argv = ["ip", "netns", "exec", ns, "curl", "-sS", "--cacert", cacert, "-o", "/dev/null",
-            "-w", "%{time_total} %{http_code}\\n", *extra] + urls
+    argv = ["ip", "netns", "exec", ns, "curl", "-sS", "--cacert", cacert,
+            "-w", "%{time_total} %{http_code}\\n", *extra]
+    for u in urls:      # curl pairs each -o with one URL
+        argv += ["-o", "/dev/null", u]
     r = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600)
     out = [line.split() for line in r.stdout.splitlines()]
     bad = [c for _, c in out if c != "200"]
@@ -76,7 +78,15 @@ def main():
     for p in (GWBIN, TOOL):
         if not os.access(p, os.X_OK):
             sys.exit("bench/gateway.py: %s missing (make build)" % p)
-    tn.up()
+    with tn.exclusive():
+        tn.acquire()
+        try:
+            bench()
+        finally:
+            tn.release()
+
+
+def bench():
     tp = tn.paths()
     scratch = tempfile.mkdtemp(prefix="airlock-gwbench-")
     os.chmod(scratch, 0o755)

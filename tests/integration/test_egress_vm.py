@@ -246,7 +246,15 @@ def main():
     if not os.access(gwbin, os.X_OK):
         print("skip: airlock-gateway not built")
         return 77
-    testnet.up()
+    # Checks read what reached the test internet: no other test's traffic may mix in.
+    with testnet.exclusive():
+        testnet.acquire()
+        try:
+            return run(binary, root, gwbin)
+        finally:
+            testnet.release()
+
+def run(binary, root, gwbin):
     tp = testnet.paths()
     logs = testnet.Logs()
     d = Daemon(binary, root)
