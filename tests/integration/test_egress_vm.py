@@ -239,6 +239,41 @@ def test_live_policy(d, c, logs):
         check("PATCH network none on a sandbox with a NIC is refused", e.status == 409, e.body)
     c.call("DELETE", f"/v1/sandboxes/{sid}")
 
+def test_restart(d, c, logs):
+    """The gateway keeps serving while airlockd is down (SIGKILL), and the
+    restarted airlockd adopts the sandbox and reconciles with the same gateway."""
+    sid = c.call("POST", "/v1/sandboxes", {"network": {"mode": "allowlist", "allow": [ALLOWED]}})["id"]
+    script = (f"while true; do curl -s --max-time 5 -o /dev/null -w '%{{http_code}}\\n' "
+              f"https://{ALLOWED}{P('bg')} >> /tmp/bg.log; sleep 0.3; done\n")
+    st, _, _ = c.raw("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/bg.sh", script.encode())
+    check("background request loop written into the guest", st in (200, 201, 204), st)
+    sh(c, sid, "nohup sh /tmp/bg.sh >/dev/null 2>&1 &")
+    time.sleep(2)
+    gw_before = d.gateway_pids()
+    m = logs.mark()
+    d.kill(signal.SIGKILL)
+    down_at = time.time()
+    time.sleep(5)
+    during = [r for r in logs.since(m, "allowed") if r.get("path") == P("bg") and
+              r.get("event") == "request" and r.get("t", 0) > down_at]
+    check("with airlockd SIGKILLed, the gateway keeps serving the guest's requests",
+          len(during) >= 1, len(during))
+    check("the gateway outlived airlockd (same process)", d.gateway_pids() == gw_before,
+          (gw_before, d.gateway_pids()))
+    c2 = d.start()
+    sb = c2.call("GET", f"/v1/sandboxes/{sid}")
+    check("after restart the networked sandbox was adopted (still running)", sb["state"] == "running", sb)
+    check("the restarted airlockd reconnected to the same gateway (no second instance)",
+          d.gateway_pids() == gw_before, (gw_before, d.gateway_pids()))
+    code, out, err = sh(c2, sid, "cat /tmp/bg.log; pkill -f bg.sh; true")
+    codes = out.split()
+    check("the guest's requests kept succeeding across the restart (every one 200)",
+          len(codes) >= 2 and set(codes) == {"200"}, out + err)
+    code, out, err = curl(c2, sid, f"https://{ALLOWED}{P('after')}")
+    check("exec + egress work after the restart", echo_json(out).get("role") == "allowed", out + err)
+    c2.call("DELETE", f"/v1/sandboxes/{sid}")
+    return c2
+
 def main():
     binary = sys.argv[1]
     root = os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
@@ -267,12 +302,15 @@ def run(binary, root, gwbin):
                "header": "Authorization", "format": "Bearer {value}", "scope": "global"})
         for name, fn in (("allowlist", lambda: test_allowlist(d, c, logs, token)),
                          ("full", lambda: test_full_mode(d, c, logs)),
-                         ("live policy", lambda: test_live_policy(d, c, logs))):
+                         ("live policy", lambda: test_live_policy(d, c, logs)),
+                         ("restart", lambda: test_restart(d, c, logs))):
             print(f"-- {name}", flush=True)
             try:
                 sid = fn()
                 if name == "allowlist":
                     test_secret_never_in_guest(d, c, sid, token)
+                if name == "restart":
+                    c = sid       # the client of the restarted daemon
             except Exception as e:
                 traceback.print_exc()
                 check(f"{name} raised no exception", False, repr(e))
