@@ -173,11 +173,19 @@ pg_exec(struct store *st, const char *what, const char *sql, char **cause)
 	return rc;
 }
 
-/* Rows changed by an INSERT/UPDATE/DELETE result. */
+/* Run an INSERT/UPDATE/DELETE; returns the rows it changed, or -1. */
 static long
-pg_changes(PGresult *r)
+pg_cmd(struct store *st, const char *what, const char *sql, struct pg_params *pp,
+    char **cause)
 {
-	return strtol(PQcmdTuples(r), NULL, 10);
+	PGresult *r;
+	long changed;
+
+	if ((r = pg_run(st, what, sql, pp, PGRES_COMMAND_OK, cause)) == NULL)
+		return -1;
+	changed = strtol(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return changed;
 }
 
 static int64_t
@@ -206,20 +214,68 @@ col_json(PGresult *r, int row, int col)
 	return j ? j : json_object();
 }
 
+/* Fills one record from one row of a result. */
+typedef void (*pg_read_cb)(PGresult *, int, void *);
+
+/* A query whose first column of its one row is a count or id; -1 on error. */
+static int64_t
+pg_scalar(struct store *st, const char *what, const char *sql, struct pg_params *pp,
+    char **cause)
+{
+	PGresult *r;
+	int64_t v;
+
+	if ((r = pg_run(st, what, sql, pp, PGRES_TUPLES_OK, cause)) == NULL)
+		return -1;
+	v = col_int(r, 0, 0);
+	PQclear(r);
+	return v;
+}
+
+/* A query for at most one record: 1 found (read into out), 0 not found, -1 error. */
+static int
+pg_get(struct store *st, const char *what, const char *sql, struct pg_params *pp,
+    pg_read_cb read, void *out, char **cause)
+{
+	PGresult *r;
+	int found;
+
+	if ((r = pg_run(st, what, sql, pp, PGRES_TUPLES_OK, cause)) == NULL)
+		return -1;
+	if ((found = PQntuples(r) > 0))
+		read(r, 0, out);
+	PQclear(r);
+	return found;
+}
+
+/* A query for every matching record: *out is an array of *n records of size each. */
+static int
+pg_list(struct store *st, const char *what, const char *sql, struct pg_params *pp,
+    pg_read_cb read, size_t size, void **out, size_t *n, char **cause)
+{
+	PGresult *r;
+	char *arr;
+	int rows, i;
+
+	if ((r = pg_run(st, what, sql, pp, PGRES_TUPLES_OK, cause)) == NULL)
+		return -1;
+	rows = PQntuples(r);
+	arr = rows > 0 ? xreallocarray(NULL, rows, size) : NULL;
+	for (i = 0; i < rows; i++)
+		read(r, i, arr + (size_t)i * size);
+	PQclear(r);
+	*out = arr;
+	*n = (size_t)rows;
+	return 0;
+}
+
 static int
 pg_schema_version(struct store *st)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
-	int v;
 
-	r = pg_run(st, "schema version", "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-	    &pp, PGRES_TUPLES_OK, NULL);
-	if (r == NULL)
-		return -1;
-	v = (int)col_int(r, 0, 0);
-	PQclear(r);
-	return v;
+	return (int)pg_scalar(st, "schema version",
+	    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &pp, NULL);
 }
 
 /* Apply what is missing, all in one transaction (PostgreSQL DDL is transactional). */
@@ -245,7 +301,6 @@ pg_migrate_locked(struct store *st, char **cause)
 	for (i = 0; i < store_nmigrations; i++) {
 		const struct store_migration *m = &store_migrations[i];
 		struct pg_params pp = { 0 };
-		PGresult *r;
 
 		if (m->version <= have)
 			continue;
@@ -256,11 +311,9 @@ pg_migrate_locked(struct store *st, char **cause)
 		pp_int(&pp, m->version);
 		pp_text(&pp, m->name);
 		pp_int(&pp, store_now_ms());
-		r = pg_run(st, "migrate", "INSERT INTO schema_migrations (version, name, applied_at)"
-		    " VALUES ($1, $2, $3)", &pp, PGRES_COMMAND_OK, cause);
-		if (r == NULL)
+		if (pg_cmd(st, "migrate", "INSERT INTO schema_migrations (version, name, applied_at)"
+		    " VALUES ($1, $2, $3)", &pp, cause) == -1)
 			return -1;
-		PQclear(r);
 		log_info("store: applied migration %d (%s)", m->version, m->name);
 	}
 	return 0;
@@ -318,8 +371,10 @@ sb_params(struct pg_params *pp, const struct store_sandbox *sb)
 }
 
 static void
-sb_read(PGresult *r, int row, struct store_sandbox *sb)
+sb_read(PGresult *r, int row, void *rec)
 {
+	struct store_sandbox *sb = rec;
+
 	memset(sb, 0, sizeof(*sb));
 	col_copy(r, row, 0, sb->id, sizeof(sb->id));
 	col_copy(r, row, 1, sb->project, sizeof(sb->project));
@@ -347,15 +402,12 @@ static int
 pg_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 
 	sb_params(&pp, sb);
-	r = pg_run(st, "insert sandbox", "INSERT INTO sandboxes (" SB_COLS ") VALUES ($1, $2, $3,"
+	if (pg_cmd(st, "insert sandbox", "INSERT INTO sandboxes (" SB_COLS ") VALUES ($1, $2, $3,"
 	    " $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)", &pp,
-	    PGRES_COMMAND_OK, cause);
-	if (r == NULL)
+	    cause) == -1)
 		return -1;
-	PQclear(r);
 	return 0;
 }
 
@@ -363,18 +415,10 @@ static int
 pg_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
-	int found;
 
 	pp_text(&pp, id);
-	r = pg_run(st, "get sandbox", "SELECT " SB_COLS " FROM sandboxes WHERE id = $1", &pp,
-	    PGRES_TUPLES_OK, cause);
-	if (r == NULL)
-		return -1;
-	if ((found = PQntuples(r) > 0))
-		sb_read(r, 0, out);
-	PQclear(r);
-	return found;
+	return pg_get(st, "get sandbox", "SELECT " SB_COLS " FROM sandboxes WHERE id = $1", &pp,
+	    sb_read, out, cause);
 }
 
 /*
@@ -386,21 +430,18 @@ static int
 pg_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 	long changed;
 
 	sb->updated_at = store_now_ms();
 	sb_params(&pp, sb);
-	r = pg_run(st, "update sandbox", "UPDATE sandboxes SET project = $2, template = $3,"
+	changed = pg_cmd(st, "update sandbox", "UPDATE sandboxes SET project = $2, template = $3,"
 	    " state = $4, vcpus = $5, memory_mb = $6, env = $7, metadata = $8, network = $9,"
 	    " timeout_s = $10, idle_timeout_s = $11, auto_pause = $12, created_at = $13,"
 	    " updated_at = $14, expires_at = $15, last_active_at = $16, error = $17,"
 	    " access_token = $18, snapshot = $19, generation = $20::bigint + 1"
-	    " WHERE id = $1 AND generation = $20::bigint", &pp, PGRES_COMMAND_OK, cause);
-	if (r == NULL)
+	    " WHERE id = $1 AND generation = $20::bigint", &pp, cause);
+	if (changed == -1)
 		return -1;
-	changed = pg_changes(r);
-	PQclear(r);
 	if (changed == 0)
 		return 0;
 	sb->generation++;
@@ -411,16 +452,12 @@ static int
 pg_sandbox_delete(struct store *st, const char *id, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 	long changed;
 
 	pp_text(&pp, id);
-	r = pg_run(st, "delete sandbox", "DELETE FROM sandboxes WHERE id = $1", &pp,
-	    PGRES_COMMAND_OK, cause);
-	if (r == NULL)
+	changed = pg_cmd(st, "delete sandbox", "DELETE FROM sandboxes WHERE id = $1", &pp, cause);
+	if (changed == -1)
 		return -1;
-	changed = pg_changes(r);
-	PQclear(r);
 	return changed > 0 ? 1 : 0;
 }
 
@@ -483,8 +520,10 @@ pg_sandbox_list(struct store *st, const struct store_filter *f, struct store_san
 #define KEY_COLS "id, project, name, prefix, role, created_at, last_used_at"
 
 static void
-key_read(PGresult *r, int row, struct store_key *k)
+key_read(PGresult *r, int row, void *rec)
 {
+	struct store_key *k = rec;
+
 	memset(k, 0, sizeof(*k));
 	col_copy(r, row, 0, k->id, sizeof(k->id));
 	col_copy(r, row, 1, k->project, sizeof(k->project));
@@ -499,7 +538,6 @@ static int
 pg_key_insert(struct store *st, const struct store_key *k, const char *hash, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 
 	pp_text(&pp, k->id);
 	pp_text(&pp, k->project);
@@ -509,11 +547,9 @@ pg_key_insert(struct store *st, const struct store_key *k, const char *hash, cha
 	pp_int(&pp, k->created_at);
 	pp_int(&pp, k->last_used_at);
 	pp_text(&pp, hash);
-	r = pg_run(st, "insert key", "INSERT INTO api_keys (" KEY_COLS ", hash) VALUES ($1, $2,"
-	    " $3, $4, $5, $6, $7, $8)", &pp, PGRES_COMMAND_OK, cause);
-	if (r == NULL)
+	if (pg_cmd(st, "insert key", "INSERT INTO api_keys (" KEY_COLS ", hash) VALUES ($1, $2,"
+	    " $3, $4, $5, $6, $7, $8)", &pp, cause) == -1)
 		return -1;
-	PQclear(r);
 	return 0;
 }
 
@@ -521,25 +557,18 @@ static int
 pg_key_find(struct store *st, const char *hash, struct store_key *out, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 	int found;
 
 	pp_text(&pp, hash);
-	r = pg_run(st, "find key", "SELECT " KEY_COLS " FROM api_keys WHERE hash = $1", &pp,
-	    PGRES_TUPLES_OK, cause);
-	if (r == NULL)
-		return -1;
-	if ((found = PQntuples(r) > 0))
-		key_read(r, 0, out);
-	PQclear(r);
+	found = pg_get(st, "find key", "SELECT " KEY_COLS " FROM api_keys WHERE hash = $1", &pp,
+	    key_read, out, cause);
 	/* Coarse (one write a minute per key) so auth does not write on every request. */
-	if (found && store_now_ms() - out->last_used_at > 60000) {
+	if (found == 1 && store_now_ms() - out->last_used_at > 60000) {
 		memset(&pp, 0, sizeof(pp));
 		pp_int(&pp, store_now_ms());
 		pp_text(&pp, out->id);
-		r = pg_run(st, "touch key", "UPDATE api_keys SET last_used_at = $1 WHERE id = $2",
-		    &pp, PGRES_COMMAND_OK, NULL);
-		PQclear(r);
+		pg_cmd(st, "touch key", "UPDATE api_keys SET last_used_at = $1 WHERE id = $2", &pp,
+		    NULL);
 	}
 	return found;
 }
@@ -549,23 +578,14 @@ pg_key_list(struct store *st, const char *project, struct store_key **out, size_
     char **cause)
 {
 	struct pg_params pp = { 0 };
-	struct store_key *arr;
-	PGresult *r;
-	int rows, i;
+	void *arr;
 
 	pp_text(&pp, project);
-	r = pg_run(st, "list keys", "SELECT " KEY_COLS " FROM api_keys"
+	if (pg_list(st, "list keys", "SELECT " KEY_COLS " FROM api_keys"
 	    " WHERE ($1::text IS NULL OR project = $1) ORDER BY created_at, id COLLATE \"C\"",
-	    &pp, PGRES_TUPLES_OK, cause);
-	if (r == NULL)
+	    &pp, key_read, sizeof(**out), &arr, n, cause) == -1)
 		return -1;
-	rows = PQntuples(r);
-	arr = rows > 0 ? xreallocarray(NULL, rows, sizeof(*arr)) : NULL;
-	for (i = 0; i < rows; i++)
-		key_read(r, i, &arr[i]);
-	PQclear(r);
 	*out = arr;
-	*n = (size_t)rows;
 	return 0;
 }
 
@@ -573,16 +593,12 @@ static int
 pg_key_delete(struct store *st, const char *id, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 	long changed;
 
 	pp_text(&pp, id);
-	r = pg_run(st, "delete key", "DELETE FROM api_keys WHERE id = $1", &pp, PGRES_COMMAND_OK,
-	    cause);
-	if (r == NULL)
+	changed = pg_cmd(st, "delete key", "DELETE FROM api_keys WHERE id = $1", &pp, cause);
+	if (changed == -1)
 		return -1;
-	changed = pg_changes(r);
-	PQclear(r);
 	return changed > 0 ? 1 : 0;
 }
 
@@ -590,15 +606,8 @@ static int
 pg_key_count(struct store *st, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
-	int n;
 
-	r = pg_run(st, "count keys", "SELECT COUNT(*) FROM api_keys", &pp, PGRES_TUPLES_OK, cause);
-	if (r == NULL)
-		return -1;
-	n = (int)col_int(r, 0, 0);
-	PQclear(r);
-	return n;
+	return (int)pg_scalar(st, "count keys", "SELECT COUNT(*) FROM api_keys", &pp, cause);
 }
 
 /*
@@ -613,8 +622,6 @@ pg_event_append(struct store *st, const char *sandbox, const char *project, cons
     json_t *data, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
-	int64_t seq;
 
 	pp_int(&pp, store_now_ms());
 	pp_text(&pp, sandbox ? sandbox : "");
@@ -622,15 +629,24 @@ pg_event_append(struct store *st, const char *sandbox, const char *project, cons
 	pp_text(&pp, type);
 	pp_json(&pp, data, "{}");
 	json_decref(data);
-	r = pg_run(st, "append event", "WITH l AS (SELECT pg_advisory_xact_lock(" PG_LOCK_EVENTS "))"
-	    " INSERT INTO events (at, sandbox, project, type, data)"
+	return pg_scalar(st, "append event", "WITH l AS (SELECT pg_advisory_xact_lock("
+	    PG_LOCK_EVENTS ")) INSERT INTO events (at, sandbox, project, type, data)"
 	    " SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text FROM l RETURNING seq", &pp,
-	    PGRES_TUPLES_OK, cause);
-	if (r == NULL)
-		return -1;
-	seq = col_int(r, 0, 0);
-	PQclear(r);
-	return seq;
+	    cause);
+}
+
+static void
+event_read(PGresult *r, int row, void *rec)
+{
+	struct store_event *ev = rec;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->seq = col_int(r, row, 0);
+	ev->at = col_int(r, row, 1);
+	col_copy(r, row, 2, ev->sandbox, sizeof(ev->sandbox));
+	col_copy(r, row, 3, ev->project, sizeof(ev->project));
+	col_copy(r, row, 4, ev->type, sizeof(ev->type));
+	ev->data = col_json(r, row, 5);
 }
 
 static int
@@ -638,32 +654,16 @@ pg_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
     struct store_event **out, size_t *n, char **cause)
 {
 	struct pg_params pp = { 0 };
-	struct store_event *arr;
-	PGresult *r;
-	int rows, i;
+	void *arr;
 
 	pp_int(&pp, after);
 	pp_text(&pp, sandbox);
 	pp_int(&pp, store_limit(limit));
-	r = pg_run(st, "list events", "SELECT seq, at, sandbox, project, type, data FROM events"
+	if (pg_list(st, "list events", "SELECT seq, at, sandbox, project, type, data FROM events"
 	    " WHERE seq > $1 AND ($2::text IS NULL OR sandbox = $2) ORDER BY seq LIMIT $3", &pp,
-	    PGRES_TUPLES_OK, cause);
-	if (r == NULL)
+	    event_read, sizeof(**out), &arr, n, cause) == -1)
 		return -1;
-	rows = PQntuples(r);
-	arr = rows > 0 ? xreallocarray(NULL, rows, sizeof(*arr)) : NULL;
-	for (i = 0; i < rows; i++) {
-		memset(&arr[i], 0, sizeof(arr[i]));
-		arr[i].seq = col_int(r, i, 0);
-		arr[i].at = col_int(r, i, 1);
-		col_copy(r, i, 2, arr[i].sandbox, sizeof(arr[i].sandbox));
-		col_copy(r, i, 3, arr[i].project, sizeof(arr[i].project));
-		col_copy(r, i, 4, arr[i].type, sizeof(arr[i].type));
-		arr[i].data = col_json(r, i, 5);
-	}
-	PQclear(r);
 	*out = arr;
-	*n = (size_t)rows;
 	return 0;
 }
 
@@ -671,8 +671,9 @@ pg_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
 	" updated_at"
 
 static void
-secret_read(PGresult *r, int row, struct store_secret *sec)
+secret_read(PGresult *r, int row, void *rec)
 {
+	struct store_secret *sec = rec;
 	unsigned char *b;
 	size_t len = 0;
 
@@ -704,7 +705,6 @@ static int
 pg_secret_put(struct store *st, const struct store_secret *sec, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 
 	if (sec->hosts != NULL && !json_is_array(sec->hosts)) {
 		cause_set(cause, "store: put secret: hosts is not a JSON array");
@@ -719,14 +719,11 @@ pg_secret_put(struct store *st, const struct store_secret *sec, char **cause)
 	pp_text(&pp, sec->format);
 	pp_int(&pp, store_now_ms());
 	/* ON CONFLICT leaves created_at alone: it is the first put's time. */
-	r = pg_run(st, "put secret", "INSERT INTO secrets (" SECRET_COLS ") VALUES ($1, $2, $3,"
+	if (pg_cmd(st, "put secret", "INSERT INTO secrets (" SECRET_COLS ") VALUES ($1, $2, $3,"
 	    " $4, $5, $6, $7, $8, $8) ON CONFLICT (scope, scope_id, name) DO UPDATE SET"
 	    " sealed = excluded.sealed, hosts = excluded.hosts, header = excluded.header,"
-	    " format = excluded.format, updated_at = excluded.updated_at", &pp, PGRES_COMMAND_OK,
-	    cause);
-	if (r == NULL)
+	    " format = excluded.format, updated_at = excluded.updated_at", &pp, cause) == -1)
 		return -1;
-	PQclear(r);
 	return 0;
 }
 
@@ -735,20 +732,12 @@ pg_secret_get(struct store *st, const char *scope, const char *scope_id, const c
     struct store_secret *out, char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
-	int found;
 
 	pp_text(&pp, scope);
 	pp_text(&pp, scope_id);
 	pp_text(&pp, name);
-	r = pg_run(st, "get secret", "SELECT " SECRET_COLS " FROM secrets"
-	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, PGRES_TUPLES_OK, cause);
-	if (r == NULL)
-		return -1;
-	if ((found = PQntuples(r) > 0))
-		secret_read(r, 0, out);
-	PQclear(r);
-	return found;
+	return pg_get(st, "get secret", "SELECT " SECRET_COLS " FROM secrets"
+	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, secret_read, out, cause);
 }
 
 static int
@@ -756,25 +745,16 @@ pg_secret_list(struct store *st, const char *scope, const char *scope_id,
     struct store_secret **out, size_t *n, char **cause)
 {
 	struct pg_params pp = { 0 };
-	struct store_secret *arr;
-	PGresult *r;
-	int rows, i;
+	void *arr;
 
 	pp_text(&pp, scope);
 	pp_text(&pp, scope_id);
-	r = pg_run(st, "list secrets", "SELECT " SECRET_COLS " FROM secrets"
+	if (pg_list(st, "list secrets", "SELECT " SECRET_COLS " FROM secrets"
 	    " WHERE ($1::text IS NULL OR scope = $1) AND ($2::text IS NULL OR scope_id = $2)"
 	    " ORDER BY scope COLLATE \"C\", scope_id COLLATE \"C\", name COLLATE \"C\"", &pp,
-	    PGRES_TUPLES_OK, cause);
-	if (r == NULL)
+	    secret_read, sizeof(**out), &arr, n, cause) == -1)
 		return -1;
-	rows = PQntuples(r);
-	arr = rows > 0 ? xreallocarray(NULL, rows, sizeof(*arr)) : NULL;
-	for (i = 0; i < rows; i++)
-		secret_read(r, i, &arr[i]);
-	PQclear(r);
 	*out = arr;
-	*n = (size_t)rows;
 	return 0;
 }
 
@@ -783,18 +763,15 @@ pg_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
     char **cause)
 {
 	struct pg_params pp = { 0 };
-	PGresult *r;
 	long changed;
 
 	pp_text(&pp, scope);
 	pp_text(&pp, scope_id);
 	pp_text(&pp, name);
-	r = pg_run(st, "delete secret", "DELETE FROM secrets"
-	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, PGRES_COMMAND_OK, cause);
-	if (r == NULL)
+	changed = pg_cmd(st, "delete secret", "DELETE FROM secrets"
+	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, cause);
+	if (changed == -1)
 		return -1;
-	changed = pg_changes(r);
-	PQclear(r);
 	return changed > 0 ? 1 : 0;
 }
 
