@@ -95,11 +95,21 @@ col_json(sqlite3_stmt *s, int i)
 	return j ? j : json_object();
 }
 
+/* Fills one record from the statement's current row. */
+typedef void (*sq_read_cb)(sqlite3_stmt *, void *);
+
+/* How one table's rows become records, for sq_list. */
+struct sq_record {
+	size_t		  size;
+	sq_read_cb	  read;
+	void		(*clear)(void *);	/* NULL when a record owns no memory */
+};
+
+/* A query without parameters whose one row holds one integer; -1 on error. */
 static int
-sq_schema_version(struct store *st)
+sq_int(struct store *st, const char *sql, char **cause)
 {
-	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT COALESCE(MAX(version),0) FROM schema_migrations",
-	    NULL);
+	sqlite3_stmt *s = sq_prepare(DB(st), sql, cause);
 	int v = -1;
 
 	if (s == NULL)
@@ -108,6 +118,66 @@ sq_schema_version(struct store *st)
 		v = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
 	return v;
+}
+
+/* Run a bound INSERT/UPDATE/DELETE to completion and finalize it: 0 or -1. */
+static int
+sq_done(struct store *st, sqlite3_stmt *s, const char *what, char **cause)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return sq_fail(DB(st), cause, what);
+	return 0;
+}
+
+/* A bound query for at most one record: 1 found (read into out), 0 not found, -1 error. */
+static int
+sq_get(struct store *st, sqlite3_stmt *s, sq_read_cb read, void *out, const char *what,
+    char **cause)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_ROW)
+		read(s, out);
+	sqlite3_finalize(s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return sq_fail(DB(st), cause, what);
+}
+
+/* A bound query for every matching record: *out is an array of *n records. */
+static int
+sq_list(struct store *st, sqlite3_stmt *s, const struct sq_record *rec, void **out, size_t *n,
+    const char *what, char **cause)
+{
+	char *arr = NULL;
+	size_t cnt = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		arr = xreallocarray(arr, cnt + 1, rec->size);
+		rec->read(s, arr + cnt++ * rec->size);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		while (rec->clear != NULL && cnt > 0)
+			rec->clear(arr + --cnt * rec->size);
+		free(arr);
+		return sq_fail(DB(st), cause, what);
+	}
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+static int
+sq_schema_version(struct store *st)
+{
+	return sq_int(st, "SELECT COALESCE(MAX(version),0) FROM schema_migrations", NULL);
 }
 
 static int
@@ -190,8 +260,10 @@ sb_bind(sqlite3_stmt *s, const struct store_sandbox *sb)
 }
 
 static void
-sb_read(sqlite3_stmt *s, struct store_sandbox *sb)
+sb_read(sqlite3_stmt *s, void *rec)
 {
+	struct store_sandbox *sb = rec;
+
 	memset(sb, 0, sizeof(*sb));
 	col_copy(s, 0, sb->id, sizeof(sb->id));
 	col_copy(s, 1, sb->project, sizeof(sb->project));
@@ -220,16 +292,11 @@ sq_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO sandboxes (" SB_COLS ") VALUES"
 	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	sb_bind(s, sb);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "insert sandbox");
-	return 0;
+	return sq_done(st, s, "insert sandbox", cause);
 }
 
 static int
@@ -237,20 +304,11 @@ sq_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, char
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SB_COLS " FROM sandboxes WHERE id = ?",
 	    cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		sb_read(s, out);
-	sqlite3_finalize(s);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return sq_fail(DB(st), cause, "get sandbox");
+	return sq_get(st, s, sb_read, out, "get sandbox", cause);
 }
 
 static int
@@ -261,16 +319,13 @@ sq_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 	    " idle_timeout_s=?11, auto_pause=?12, created_at=?13, updated_at=?14, expires_at=?15,"
 	    " last_active_at=?16, error=?17, access_token=?18, snapshot=?19, generation=?20 + 1"
 	    " WHERE id=?1 AND generation=?20", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	sb->updated_at = store_now_ms();
 	sb_bind(s, sb);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "update sandbox");
+	if (sq_done(st, s, "update sandbox", cause) == -1)
+		return -1;
 	if (sqlite3_changes(DB(st)) == 0)
 		return 0;
 	sb->generation++;
@@ -281,15 +336,12 @@ static int
 sq_sandbox_delete(struct store *st, const char *id, char **cause)
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM sandboxes WHERE id = ?", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "delete sandbox");
+	if (sq_done(st, s, "delete sandbox", cause) == -1)
+		return -1;
 	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
 }
 
@@ -334,8 +386,10 @@ sq_sandbox_list(struct store *st, const struct store_filter *f, struct store_san
 #define KEY_COLS "id, project, name, prefix, role, created_at, last_used_at"
 
 static void
-key_read(sqlite3_stmt *s, struct store_key *k)
+key_read(sqlite3_stmt *s, void *rec)
 {
+	struct store_key *k = rec;
+
 	memset(k, 0, sizeof(*k));
 	col_copy(s, 0, k->id, sizeof(k->id));
 	col_copy(s, 1, k->project, sizeof(k->project));
@@ -351,7 +405,6 @@ sq_key_insert(struct store *st, const struct store_key *k, const char *hash, cha
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO api_keys (" KEY_COLS ", hash) VALUES"
 	    " (?,?,?,?,?,?,?,?)", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
@@ -363,11 +416,7 @@ sq_key_insert(struct store *st, const struct store_key *k, const char *hash, cha
 	sqlite3_bind_int64(s, 6, k->created_at);
 	sqlite3_bind_int64(s, 7, k->last_used_at);
 	bind_text(s, 8, hash);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "insert key");
-	return 0;
+	return sq_done(st, s, "insert key", cause);
 }
 
 static int
@@ -375,19 +424,13 @@ sq_key_find(struct store *st, const char *hash, struct store_key *out, char **ca
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " KEY_COLS " FROM api_keys WHERE hash = ?",
 	    cause);
-	int rc;
+	int found;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, hash);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		key_read(s, out);
-	sqlite3_finalize(s);
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (rc != SQLITE_ROW)
-		return sq_fail(DB(st), cause, "find key");
+	if ((found = sq_get(st, s, key_read, out, "find key", cause)) != 1)
+		return found;
 	/* Coarse (one write a minute per key) so auth does not write on every request. */
 	if (store_now_ms() - out->last_used_at > 60000) {
 		s = sq_prepare(DB(st), "UPDATE api_keys SET last_used_at = ? WHERE id = ?", NULL);
@@ -405,26 +448,17 @@ static int
 sq_key_list(struct store *st, const char *project, struct store_key **out, size_t *n,
     char **cause)
 {
+	static const struct sq_record key_record = { sizeof(**out), key_read, NULL };
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " KEY_COLS " FROM api_keys"
 	    " WHERE (?1 IS NULL OR project = ?1) ORDER BY created_at, id", cause);
-	struct store_key *arr = NULL;
-	size_t cnt = 0;
-	int rc;
+	void *arr;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, project);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		arr = xreallocarray(arr, cnt + 1, sizeof(*arr));
-		key_read(s, &arr[cnt++]);
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		free(arr);
-		return sq_fail(DB(st), cause, "list keys");
-	}
+	if (sq_list(st, s, &key_record, &arr, n, "list keys", cause) == -1)
+		return -1;
 	*out = arr;
-	*n = cnt;
 	return 0;
 }
 
@@ -432,30 +466,19 @@ static int
 sq_key_delete(struct store *st, const char *id, char **cause)
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM api_keys WHERE id = ?", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "delete key");
+	if (sq_done(st, s, "delete key", cause) == -1)
+		return -1;
 	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
 }
 
 static int
 sq_key_count(struct store *st, char **cause)
 {
-	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT COUNT(*) FROM api_keys", cause);
-	int n = -1;
-
-	if (s == NULL)
-		return -1;
-	if (sqlite3_step(s) == SQLITE_ROW)
-		n = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	return n;
+	return sq_int(st, "SELECT COUNT(*) FROM api_keys", cause);
 }
 
 static int64_t
@@ -464,7 +487,6 @@ sq_event_append(struct store *st, const char *sandbox, const char *project, cons
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO events (at, sandbox, project, type, data)"
 	    " VALUES (?,?,?,?,?)", cause);
-	int rc;
 
 	if (s == NULL) {
 		json_decref(data);
@@ -476,49 +498,49 @@ sq_event_append(struct store *st, const char *sandbox, const char *project, cons
 	bind_text(s, 4, type);
 	bind_json(s, 5, data);
 	json_decref(data);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "append event");
+	if (sq_done(st, s, "append event", cause) == -1)
+		return -1;
 	return sqlite3_last_insert_rowid(DB(st));
+}
+
+static void
+event_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_event *ev = rec;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->seq = sqlite3_column_int64(s, 0);
+	ev->at = sqlite3_column_int64(s, 1);
+	col_copy(s, 2, ev->sandbox, sizeof(ev->sandbox));
+	col_copy(s, 3, ev->project, sizeof(ev->project));
+	col_copy(s, 4, ev->type, sizeof(ev->type));
+	ev->data = col_json(s, 5);
+}
+
+static void
+event_clear(void *rec)
+{
+	store_event_clear(rec);
 }
 
 static int
 sq_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
     struct store_event **out, size_t *n, char **cause)
 {
+	static const struct sq_record event_record = { sizeof(**out), event_read, event_clear };
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT seq, at, sandbox, project, type, data"
 	    " FROM events WHERE seq > ?1 AND (?2 IS NULL OR sandbox = ?2) ORDER BY seq LIMIT ?3",
 	    cause);
-	struct store_event *arr = NULL;
-	size_t cnt = 0;
-	int rc;
+	void *arr;
 
 	if (s == NULL)
 		return -1;
 	sqlite3_bind_int64(s, 1, after);
 	bind_text(s, 2, sandbox);
 	sqlite3_bind_int(s, 3, store_limit(limit));
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		arr = xreallocarray(arr, cnt + 1, sizeof(*arr));
-		memset(&arr[cnt], 0, sizeof(arr[cnt]));
-		arr[cnt].seq = sqlite3_column_int64(s, 0);
-		arr[cnt].at = sqlite3_column_int64(s, 1);
-		col_copy(s, 2, arr[cnt].sandbox, sizeof(arr[cnt].sandbox));
-		col_copy(s, 3, arr[cnt].project, sizeof(arr[cnt].project));
-		col_copy(s, 4, arr[cnt].type, sizeof(arr[cnt].type));
-		arr[cnt].data = col_json(s, 5);
-		cnt++;
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		while (cnt > 0)
-			store_event_clear(&arr[--cnt]);
-		free(arr);
-		return sq_fail(DB(st), cause, "list events");
-	}
+	if (sq_list(st, s, &event_record, &arr, n, "list events", cause) == -1)
+		return -1;
 	*out = arr;
-	*n = cnt;
 	return 0;
 }
 
@@ -526,8 +548,9 @@ sq_event_list(struct store *st, const char *sandbox, int64_t after, int limit,
 	" updated_at"
 
 static void
-secret_read(sqlite3_stmt *s, struct store_secret *sec)
+secret_read(sqlite3_stmt *s, void *rec)
 {
+	struct store_secret *sec = rec;
 	const void *b = sqlite3_column_blob(s, 3);
 	const unsigned char *t;
 
@@ -552,6 +575,12 @@ secret_read(sqlite3_stmt *s, struct store_secret *sec)
 	sec->updated_at = sqlite3_column_int64(s, 8);
 }
 
+static void
+secret_clear(void *rec)
+{
+	store_secret_clear(rec);
+}
+
 static int
 sq_secret_put(struct store *st, const struct store_secret *sec, char **cause)
 {
@@ -561,7 +590,6 @@ sq_secret_put(struct store *st, const struct store_secret *sec, char **cause)
 	    " sealed = excluded.sealed, hosts = excluded.hosts, header = excluded.header,"
 	    " format = excluded.format, updated_at = excluded.updated_at", cause);
 	char *hosts;
-	int rc;
 
 	if (s == NULL)
 		return -1;
@@ -580,11 +608,7 @@ sq_secret_put(struct store *st, const struct store_secret *sec, char **cause)
 	bind_text(s, 6, sec->header);
 	bind_text(s, 7, sec->format);
 	sqlite3_bind_int64(s, 8, store_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "put secret");
-	return 0;
+	return sq_done(st, s, "put secret", cause);
 }
 
 static int
@@ -593,52 +617,32 @@ sq_secret_get(struct store *st, const char *scope, const char *scope_id, const c
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SECRET_COLS " FROM secrets"
 	    " WHERE scope = ? AND scope_id = ? AND name = ?", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, scope);
 	bind_text(s, 2, scope_id);
 	bind_text(s, 3, name);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		secret_read(s, out);
-	sqlite3_finalize(s);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return sq_fail(DB(st), cause, "get secret");
+	return sq_get(st, s, secret_read, out, "get secret", cause);
 }
 
 static int
 sq_secret_list(struct store *st, const char *scope, const char *scope_id,
     struct store_secret **out, size_t *n, char **cause)
 {
+	static const struct sq_record secret_record = { sizeof(**out), secret_read, secret_clear };
 	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SECRET_COLS " FROM secrets"
 	    " WHERE (?1 IS NULL OR scope = ?1) AND (?2 IS NULL OR scope_id = ?2)"
 	    " ORDER BY scope, scope_id, name", cause);
-	struct store_secret *arr = NULL;
-	size_t cnt = 0;
-	int rc;
+	void *arr;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, scope);
 	bind_text(s, 2, scope_id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		arr = xreallocarray(arr, cnt + 1, sizeof(*arr));
-		secret_read(s, &arr[cnt++]);
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		while (cnt > 0)
-			store_secret_clear(&arr[--cnt]);
-		free(arr);
-		return sq_fail(DB(st), cause, "list secrets");
-	}
+	if (sq_list(st, s, &secret_record, &arr, n, "list secrets", cause) == -1)
+		return -1;
 	*out = arr;
-	*n = cnt;
 	return 0;
 }
 
@@ -648,17 +652,14 @@ sq_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM secrets"
 	    " WHERE scope = ? AND scope_id = ? AND name = ?", cause);
-	int rc;
 
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, scope);
 	bind_text(s, 2, scope_id);
 	bind_text(s, 3, name);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return sq_fail(DB(st), cause, "delete secret");
+	if (sq_done(st, s, "delete secret", cause) == -1)
+		return -1;
 	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
 }
 
