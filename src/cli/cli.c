@@ -91,11 +91,57 @@ cli_sandbox_path(const char *id, const char *suffix)
 	return p;
 }
 
+json_t *
+cli_call(const char *method, const char *path, json_t *body, int *status)
+{
+	struct cli_api *api;
+	char *cause = NULL;
+	json_t *r;
+
+	if ((api = cli_connect()) == NULL)
+		return NULL;
+	r = cli_api_json(api, method, path, body, status, &cause);
+	cli_api_free(api);
+	if (r == NULL)
+		cli_fail_cause(cause);
+	return r;
+}
+
+int
+cli_delete(struct cli_api *api, const char *path, const char *what, const char *key,
+    const char *name, int json)
+{
+	char *cause = NULL;
+	json_t *r;
+
+	if ((r = cli_api_json(api, "DELETE", path, NULL, NULL, &cause)) == NULL)
+		return cli_fail_cause(cause);
+	json_decref(r);
+	if (json) {
+		r = json_pack("{s:s,s:b}", key, name, "deleted", 1);
+		cli_print_json(r);
+		json_decref(r);
+	} else {
+		printf("removed %s ", what);
+		cli_cell(stdout, name, 0);
+		fputc('\n', stdout);
+	}
+	return CLI_EXIT_OK;
+}
+
 void
 cli_print_json(const json_t *j)
 {
 	json_dumpf(j, stdout, JSON_INDENT(2));
 	fputc('\n', stdout);
+}
+
+void
+cli_print_json_list(const json_t *r, const char *key)
+{
+	const json_t *list = json_object_get(r, key);
+
+	cli_print_json(list != NULL ? list : r);
 }
 
 const char *
@@ -131,6 +177,24 @@ cli_cell(FILE *f, const char *s, int width)
 	}
 	for (; n < width; n++)
 		fputc(' ', f);
+}
+
+void
+cli_table_head(const struct cli_col *cols)
+{
+	for (; cols->title != NULL; cols++) {
+		cli_cell(stdout, cols->title, cols->width);
+		fputc(cols[1].title != NULL ? ' ' : '\n', stdout);
+	}
+}
+
+void
+cli_table_row(const struct cli_col *cols, const char *const *cells)
+{
+	for (; cols->title != NULL; cols++, cells++) {
+		cli_cell(stdout, *cells, cols->width);
+		fputc(cols[1].title != NULL ? ' ' : '\n', stdout);
+	}
 }
 
 const char *

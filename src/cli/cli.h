@@ -41,12 +41,34 @@ char *cli_sandbox_path(const char *id, const char *suffix);
  */
 int cli_sandbox_op(int argc, char **argv, const char *method, const char *suffix,
     const char *doing, const char *done);
+/*
+ * One request on a client of its own, for commands that make one call: the
+ * answer, or NULL after printing why (the client or the request failed).
+ */
+json_t *cli_call(const char *method, const char *path, json_t *body, int *status);
+/*
+ * One DELETE of an rm verb's NAMEs: prints "removed <what> NAME", or
+ * {"<key>": NAME, "deleted": true} with json. CLI_EXIT_FAIL after printing why.
+ */
+int cli_delete(struct cli_api *api, const char *path, const char *what, const char *key,
+    const char *name, int json);
 /* Pretty JSON on stdout, newline-terminated. */
 void cli_print_json(const json_t *j);
+/* A list answer's array under key as JSON (the whole answer if it has none). */
+void cli_print_json_list(const json_t *r, const char *key);
 /* A daemon-supplied value as text (strings as is, null as "-", numbers printed). */
 const char *cli_field(const json_t *obj, const char *key, char *tmp, size_t tmplen);
 /* Print s padded to width, with control characters replaced (no terminal escapes). */
 void cli_cell(FILE *f, const char *s, int width);
+
+/* A table's column; tables end with a NULL title. */
+struct cli_col {
+	const char	*title;
+	int		 width;		/* 0 for the last: not padded */
+};
+/* The heading line, then rows of one cell per column (cli_cell), space-separated. */
+void cli_table_head(const struct cli_col *cols);
+void cli_table_row(const struct cli_col *cols, const char *const *cells);
 /* "2026-11-30T08:00:00.000Z" -> "5m ago"-style age, or the input. */
 const char *cli_age(const char *iso, char *buf, size_t len);
 

@@ -65,25 +65,25 @@ audit_target(const json_t *r, char *buf, size_t len)
 	return "-";
 }
 
+static const struct cli_col audit_cols[] = { { "TIME", 24 }, { "SANDBOX", 20 },
+    { "KIND", 4 }, { "TARGET", 32 }, { "DECISION", 8 }, { "REASON", 24 }, { "RULE", 0 },
+    { NULL, 0 } };
+
 static void
 audit_row(const json_t *r)
 {
-	char t[64], target[300];
+	char t[6][64], target[300];
+	const char *cells[] = {
+		cli_field(r, "time", t[0], sizeof t[0]),
+		cli_field(r, "sandbox", t[1], sizeof t[1]),
+		cli_field(r, "kind", t[2], sizeof t[2]),
+		audit_target(r, target, sizeof target),
+		cli_field(r, "decision", t[3], sizeof t[3]),
+		cli_field(r, "reason", t[4], sizeof t[4]),
+		cli_field(r, "rule", t[5], sizeof t[5]),
+	};
 
-	cli_cell(stdout, cli_field(r, "time", t, sizeof t), 24);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(r, "sandbox", t, sizeof t), 20);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(r, "kind", t, sizeof t), 4);
-	fputc(' ', stdout);
-	cli_cell(stdout, audit_target(r, target, sizeof target), 32);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(r, "decision", t, sizeof t), 8);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(r, "reason", t, sizeof t), 24);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(r, "rule", t, sizeof t), 0);
-	fputc('\n', stdout);
+	cli_table_row(audit_cols, cells);
 }
 
 int
@@ -100,7 +100,6 @@ cmd_audit(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	char *q = xstrdup(""), *path, *cause = NULL, *t;
-	struct cli_api *api;
 	long long limit;
 	json_t *r, *rec;
 	int ch, json_out = 0;
@@ -145,22 +144,16 @@ cmd_audit(int argc, char **argv)
 	}
 	if (optind != argc)
 		goto usage;
-	if ((api = cli_connect()) == NULL) {
-		free(q);
-		return CLI_EXIT_FAIL;
-	}
 	xasprintf(&path, "/v1/audit%s", q);
 	free(q);
-	r = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+	r = cli_call("GET", path, NULL, NULL);
 	free(path);
-	cli_api_free(api);
 	if (r == NULL)
-		return cli_fail_cause(cause);
+		return CLI_EXIT_FAIL;
 	if (json_out)
-		cli_print_json(json_object_get(r, "records") ? json_object_get(r, "records") : r);
+		cli_print_json_list(r, "records");
 	else {
-		printf("%-24s %-20s %-4s %-32s %-8s %-24s %s\n", "TIME", "SANDBOX", "KIND",
-		    "TARGET", "DECISION", "REASON", "RULE");
+		cli_table_head(audit_cols);
 		json_array_foreach(json_object_get(r, "records"), i, rec)
 			audit_row(rec);
 	}

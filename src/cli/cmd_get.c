@@ -75,9 +75,8 @@ cmd_get(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct cli_api *api;
-	char *path, *cause = NULL;
 	json_t *sb;
+	char *path;
 	int ch, json_out = 0;
 
 	optind = 0;
@@ -88,14 +87,11 @@ cmd_get(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		goto usage;
-	if ((api = cli_connect()) == NULL)
-		return CLI_EXIT_FAIL;
 	path = cli_sandbox_path(argv[optind], "");
-	sb = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+	sb = cli_call("GET", path, NULL, NULL);
 	free(path);
-	cli_api_free(api);
 	if (sb == NULL)
-		return cli_fail_cause(cause);
+		return CLI_EXIT_FAIL;
 	if (json_out)
 		cli_print_json(sb);
 	else

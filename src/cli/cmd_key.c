@@ -9,6 +9,8 @@
 #include "cli/cli_http.h"
 #include "common/util.h"
 
+#define KEY_NFIELDS	7	/* key ls's columns */
+
 static int
 key_create(int argc, char **argv)
 {
@@ -19,8 +21,7 @@ key_create(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *project = "default", *role = "user";
-	struct cli_api *api;
-	char *cause = NULL, t[32];
+	char t[32];
 	json_t *body, *k;
 	int ch, json_out = 0;
 
@@ -47,14 +48,11 @@ key_create(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		goto usage;
-	if ((api = cli_connect()) == NULL)
-		return CLI_EXIT_FAIL;
 	body = json_pack("{s:s,s:s,s:s}", "name", argv[optind], "project", project, "role", role);
-	k = cli_api_json(api, "POST", "/v1/keys", body, NULL, &cause);
+	k = cli_call("POST", "/v1/keys", body, NULL);
 	json_decref(body);
-	cli_api_free(api);
 	if (k == NULL)
-		return cli_fail_cause(cause);
+		return CLI_EXIT_FAIL;
 	if (json_out)
 		cli_print_json(k);
 	else {
@@ -76,43 +74,32 @@ usage:
 static int
 key_ls(int argc, char **argv)
 {
-	static const char *cols[] = { "id", "name", "project", "role", "prefix", "created_at",
-	    "last_used_at", NULL };
-	static const int widths[] = { 22, 16, 12, 6, 10, 25, 0 };
-	struct cli_api *api;
-	char *cause = NULL, t[32];
+	/* The columns are the answer's fields, in upper case. */
+	static const char *fields[KEY_NFIELDS] = { "id", "name", "project", "role", "prefix",
+	    "created_at", "last_used_at" };
+	static const struct cli_col cols[] = { { "ID", 22 }, { "NAME", 16 }, { "PROJECT", 12 },
+	    { "ROLE", 6 }, { "PREFIX", 10 }, { "CREATED_AT", 25 }, { "LAST_USED_AT", 0 },
+	    { NULL, 0 } };
+	const char *cells[KEY_NFIELDS];
+	char t[KEY_NFIELDS][32];
 	json_t *r, *k;
-	size_t i;
-	int c, json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
+	size_t i, c;
+	int json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
 
 	if (argc > 2 || (argc == 2 && !json_out)) {
 		fprintf(stderr, "usage: airlock key ls [--json]\n");
 		return CLI_EXIT_USAGE;
 	}
-	if ((api = cli_connect()) == NULL)
+	if ((r = cli_call("GET", "/v1/keys", NULL, NULL)) == NULL)
 		return CLI_EXIT_FAIL;
-	r = cli_api_json(api, "GET", "/v1/keys", NULL, NULL, &cause);
-	cli_api_free(api);
-	if (r == NULL)
-		return cli_fail_cause(cause);
 	if (json_out)
-		cli_print_json(json_object_get(r, "keys") ? json_object_get(r, "keys") : r);
+		cli_print_json_list(r, "keys");
 	else {
-		for (c = 0; cols[c] != NULL; c++) {
-			char up[32];
-			size_t j;
-			for (j = 0; cols[c][j] != '\0' && j < sizeof(up) - 1; j++)
-				up[j] = (char)(cols[c][j] >= 'a' && cols[c][j] <= 'z' ?
-				    cols[c][j] - 32 : cols[c][j]);
-			up[j] = '\0';
-			cli_cell(stdout, up, widths[c]);
-			fputc(cols[c + 1] ? ' ' : '\n', stdout);
-		}
+		cli_table_head(cols);
 		json_array_foreach(json_object_get(r, "keys"), i, k) {
-			for (c = 0; cols[c] != NULL; c++) {
-				cli_cell(stdout, cli_field(k, cols[c], t, sizeof(t)), widths[c]);
-				fputc(cols[c + 1] ? ' ' : '\n', stdout);
-			}
+			for (c = 0; c < KEY_NFIELDS; c++)
+				cells[c] = cli_field(k, fields[c], t[c], sizeof(t[c]));
+			cli_table_row(cols, cells);
 		}
 	}
 	json_decref(r);
@@ -123,8 +110,7 @@ static int
 key_rm(int argc, char **argv)
 {
 	struct cli_api *api;
-	char *cause = NULL, *e, *path;
-	json_t *r;
+	char *e, *path;
 	int i, rv = CLI_EXIT_OK, json_out = 0, n = 0;
 
 	for (i = 1; i < argc; i++) {
@@ -145,23 +131,9 @@ key_rm(int argc, char **argv)
 		e = cli_http_escape_segment(argv[i]);
 		xasprintf(&path, "/v1/keys/%s", e);
 		free(e);
-		r = cli_api_json(api, "DELETE", path, NULL, NULL, &cause);
+		if (cli_delete(api, path, "key", "id", argv[i], json_out) != CLI_EXIT_OK)
+			rv = CLI_EXIT_FAIL;
 		free(path);
-		if (r == NULL) {
-			rv = cli_fail_cause(cause);
-			cause = NULL;
-			continue;
-		}
-		json_decref(r);
-		if (json_out) {
-			r = json_pack("{s:s,s:b}", "id", argv[i], "deleted", 1);
-			cli_print_json(r);
-			json_decref(r);
-			continue;
-		}
-		printf("removed key ");
-		cli_cell(stdout, argv[i], 0);
-		fputc('\n', stdout);
 	}
 	cli_api_free(api);
 	return rv;

@@ -11,24 +11,23 @@
 #define LS_PAGE		100
 #define LS_PAGES_MAX	10000	/* a daemon that always says "next" must not loop us */
 
+static const struct cli_col ls_cols[] = { { "ID", 22 }, { "STATE", 11 },
+    { "TEMPLATE", 14 }, { "VCPUS", 6 }, { "MEM_MB", 8 }, { "CREATED", 0 }, { NULL, 0 } };
+
 static void
 ls_row(const json_t *sb)
 {
-	char t1[32], t2[32], age[32];
+	char t[6][32];
+	const char *cells[] = {
+		cli_field(sb, "id", t[0], sizeof(t[0])),
+		cli_field(sb, "state", t[1], sizeof(t[1])),
+		cli_field(sb, "template", t[2], sizeof(t[2])),
+		cli_field(sb, "vcpus", t[3], sizeof(t[3])),
+		cli_field(sb, "memory_mb", t[4], sizeof(t[4])),
+		cli_age(json_string_value(json_object_get(sb, "created_at")), t[5], sizeof(t[5])),
+	};
 
-	cli_cell(stdout, cli_field(sb, "id", t1, sizeof(t1)), 22);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(sb, "state", t1, sizeof(t1)), 11);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(sb, "template", t1, sizeof(t1)), 14);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(sb, "vcpus", t1, sizeof(t1)), 6);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_field(sb, "memory_mb", t2, sizeof(t2)), 8);
-	fputc(' ', stdout);
-	cli_cell(stdout, cli_age(json_string_value(json_object_get(sb, "created_at")), age,
-	    sizeof(age)), 0);
-	fputc('\n', stdout);
+	cli_table_row(ls_cols, cells);
 }
 
 int
@@ -124,8 +123,7 @@ cmd_ls(int argc, char **argv)
 	if (json_out)
 		cli_print_json(all);
 	else {
-		printf("%-22s %-11s %-14s %-6s %-8s %s\n", "ID", "STATE", "TEMPLATE", "VCPUS",
-		    "MEM_MB", "CREATED");
+		cli_table_head(ls_cols);
 		json_array_foreach(all, i, sb)
 			ls_row(sb);
 	}

@@ -10,8 +10,7 @@
 int
 cmd_ps(int argc, char **argv)
 {
-	struct cli_api *api;
-	char *path, *cause = NULL, t[32];
+	char *path, t[32];
 	json_t *r, *p, *a, *c;
 	const char *id = NULL;
 	int i, json_out = 0;
@@ -31,16 +30,13 @@ cmd_ps(int argc, char **argv)
 		fprintf(stderr, "usage: airlock ps ID [--json]\n");
 		return CLI_EXIT_USAGE;
 	}
-	if ((api = cli_connect()) == NULL)
-		return CLI_EXIT_FAIL;
 	path = cli_sandbox_path(id, "/processes");
-	r = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+	r = cli_call("GET", path, NULL, NULL);
 	free(path);
-	cli_api_free(api);
 	if (r == NULL)
-		return cli_fail_cause(cause);
+		return CLI_EXIT_FAIL;
 	if (json_out) {
-		cli_print_json(json_object_get(r, "processes") ? json_object_get(r, "processes") : r);
+		cli_print_json_list(r, "processes");
 		json_decref(r);
 		return CLI_EXIT_OK;
 	}

@@ -138,7 +138,6 @@ secret_set(int argc, char **argv)
 	const char *header = NULL, *format = NULL, *scope = NULL, *sandbox = NULL, *file = NULL;
 	json_t *hosts = json_array(), *body, *r;
 	char *value, *cause = NULL, *path;
-	struct cli_api *api;
 	int ch, json_out = 0, fd, status;
 
 	optind = 0;
@@ -185,20 +184,14 @@ secret_set(int argc, char **argv)
 		json_object_set_new(body, "scope", json_string(scope));
 	if (sandbox != NULL)
 		json_object_set_new(body, "sandbox", json_string(sandbox));
-	r = NULL;
-	if ((api = cli_connect()) != NULL) {
-		path = secret_path(argv[optind], NULL, NULL);
-		r = cli_api_json(api, "PUT", path, body, &status, &cause);
-		free(path);
-		cli_api_free(api);
-	}
+	path = secret_path(argv[optind], NULL, NULL);
+	r = cli_call("PUT", path, body, &status);
+	free(path);
 	explicit_bzero((char *)json_string_value(json_object_get(body, "value")),
 	    json_string_length(json_object_get(body, "value")));
 	json_decref(body);
-	if (api == NULL)
-		return CLI_EXIT_FAIL;
 	if (r == NULL)
-		return cli_fail_cause(cause);
+		return CLI_EXIT_FAIL;
 	if (json_out)
 		cli_print_json(r);
 	else {
@@ -215,8 +208,10 @@ usage:
 	return CLI_EXIT_USAGE;
 }
 
+/* The options ls and rm share; -1 on an unknown one. */
 static int
-secret_ls(int argc, char **argv)
+secret_scope_opts(int argc, char **argv, const char **scope, const char **sandbox,
+    int *json_out)
 {
 	static const struct option longopts[] = {
 		{ "scope", required_argument, NULL, 's' },
@@ -224,59 +219,77 @@ secret_ls(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *scope = NULL, *sandbox = NULL;
-	char *cause = NULL, *q, *path, t[64], hosts[256];
-	struct cli_api *api;
-	json_t *r, *s, *h;
-	size_t i, k;
-	int ch, json_out = 0;
+	int ch;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 's': scope = optarg; break;
-		case 'b': sandbox = optarg; break;
-		case 'j': json_out = 1; break;
-		default: goto usage;
+		case 's': *scope = optarg; break;
+		case 'b': *sandbox = optarg; break;
+		case 'j': *json_out = 1; break;
+		default: return -1;
 		}
 	}
-	if (optind != argc)
+	return 0;
+}
+
+static const struct cli_col secret_cols[] = { { "NAME", 24 }, { "SCOPE", 8 },
+    { "SCOPE_ID", 22 }, { "HOSTS", 32 }, { "HEADER", 16 }, { "UPDATED", 0 }, { NULL, 0 } };
+
+/* The hosts, comma-separated (cut at len). */
+static const char *
+secret_hosts(const json_t *s, char *buf, size_t len)
+{
+	json_t *h;
+	size_t k;
+
+	buf[0] = '\0';
+	json_array_foreach(json_object_get(s, "hosts"), k, h)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", k ? "," : "",
+		    json_is_string(h) ? json_string_value(h) : "?");
+	return buf;
+}
+
+static void
+secret_row(const json_t *s)
+{
+	char t[5][64], hosts[256];
+	const char *cells[] = {
+		cli_field(s, "name", t[0], sizeof t[0]),
+		cli_field(s, "scope", t[1], sizeof t[1]),
+		cli_field(s, "scope_id", t[2], sizeof t[2]),
+		secret_hosts(s, hosts, sizeof hosts),
+		cli_field(s, "header", t[3], sizeof t[3]),
+		cli_age(json_string_value(json_object_get(s, "updated_at")), t[4], sizeof t[4]),
+	};
+
+	cli_table_row(secret_cols, cells);
+}
+
+static int
+secret_ls(int argc, char **argv)
+{
+	const char *scope = NULL, *sandbox = NULL;
+	char *q, *path;
+	json_t *r, *s;
+	size_t i;
+	int json_out = 0;
+
+	if (secret_scope_opts(argc, argv, &scope, &sandbox, &json_out) == -1 || optind != argc)
 		goto usage;
-	if ((api = cli_connect()) == NULL)
-		return CLI_EXIT_FAIL;
 	q = secret_query(scope, sandbox);
 	xasprintf(&path, "/v1/secrets%s", q);
 	free(q);
-	r = cli_api_json(api, "GET", path, NULL, NULL, &cause);
+	r = cli_call("GET", path, NULL, NULL);
 	free(path);
-	cli_api_free(api);
 	if (r == NULL)
-		return cli_fail_cause(cause);
-	if (json_out) {
-		cli_print_json(json_object_get(r, "secrets") ? json_object_get(r, "secrets") : r);
-		json_decref(r);
-		return CLI_EXIT_OK;
-	}
-	printf("%-24s %-8s %-22s %-32s %-16s %s\n", "NAME", "SCOPE", "SCOPE_ID", "HOSTS",
-	    "HEADER", "UPDATED");
-	json_array_foreach(json_object_get(r, "secrets"), i, s) {
-		hosts[0] = '\0';
-		json_array_foreach(json_object_get(s, "hosts"), k, h)
-			snprintf(hosts + strlen(hosts), sizeof hosts - strlen(hosts), "%s%s",
-			    k ? "," : "", json_is_string(h) ? json_string_value(h) : "?");
-		cli_cell(stdout, cli_field(s, "name", t, sizeof t), 24);
-		fputc(' ', stdout);
-		cli_cell(stdout, cli_field(s, "scope", t, sizeof t), 8);
-		fputc(' ', stdout);
-		cli_cell(stdout, cli_field(s, "scope_id", t, sizeof t), 22);
-		fputc(' ', stdout);
-		cli_cell(stdout, hosts, 32);
-		fputc(' ', stdout);
-		cli_cell(stdout, cli_field(s, "header", t, sizeof t), 16);
-		fputc(' ', stdout);
-		cli_cell(stdout, cli_age(json_string_value(json_object_get(s, "updated_at")), t,
-		    sizeof t), 0);
-		fputc('\n', stdout);
+		return CLI_EXIT_FAIL;
+	if (json_out)
+		cli_print_json_list(r, "secrets");
+	else {
+		cli_table_head(secret_cols);
+		json_array_foreach(json_object_get(r, "secrets"), i, s)
+			secret_row(s);
 	}
 	json_decref(r);
 	return CLI_EXIT_OK;
@@ -289,50 +302,20 @@ usage:
 static int
 secret_rm(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "scope", required_argument, NULL, 's' },
-		{ "sandbox", required_argument, NULL, 'b' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
 	const char *scope = NULL, *sandbox = NULL;
-	char *cause = NULL, *path;
 	struct cli_api *api;
-	int ch, i, json_out = 0, rv = CLI_EXIT_OK;
-	json_t *r;
+	int i, json_out = 0, rv = CLI_EXIT_OK;
+	char *path;
 
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 's': scope = optarg; break;
-		case 'b': sandbox = optarg; break;
-		case 'j': json_out = 1; break;
-		default: goto usage;
-		}
-	}
-	if (optind == argc)
+	if (secret_scope_opts(argc, argv, &scope, &sandbox, &json_out) == -1 || optind == argc)
 		goto usage;
 	if ((api = cli_connect()) == NULL)
 		return CLI_EXIT_FAIL;
 	for (i = optind; i < argc; i++) {
 		path = secret_path(argv[i], scope, sandbox);
-		r = cli_api_json(api, "DELETE", path, NULL, NULL, &cause);
+		if (cli_delete(api, path, "secret", "name", argv[i], json_out) != CLI_EXIT_OK)
+			rv = CLI_EXIT_FAIL;
 		free(path);
-		if (r == NULL) {
-			rv = cli_fail_cause(cause);
-			cause = NULL;
-			continue;
-		}
-		json_decref(r);
-		if (json_out) {
-			r = json_pack("{s:s,s:b}", "name", argv[i], "deleted", 1);
-			cli_print_json(r);
-			json_decref(r);
-		} else {
-			printf("removed secret ");
-			cli_cell(stdout, argv[i], 0);
-			fputc('\n', stdout);
-		}
 	}
 	cli_api_free(api);
 	return rv;
