@@ -331,6 +331,33 @@ out:
 	free(sandbox);
 }
 
+/*
+ * The secret a get or delete names, located (write: as its writer). -1 after
+ * replying; either way the caller frees *scope and *sandbox, which at points into.
+ */
+static int
+secret_named(struct api_call *c, int write, char **scope, char **sandbox,
+    struct secret_at *at)
+{
+	*scope = *sandbox = NULL;
+	if (secret_check_name(c) == -1)
+		return -1;
+	secret_query(c, scope, sandbox);
+	return secret_locate(c, *scope, *sandbox, write, at);
+}
+
+/* The reply when the store did not find the named secret (rc 0) or failed (-1). */
+static void
+secret_reply_missing(struct api_call *c, int rc, const struct secret_at *at,
+    const char *cause)
+{
+	if (rc == -1)
+		api_error(c, 500, "internal", "secret %s: %s", c->params[0], cause);
+	else
+		api_error(c, 404, "not_found", "secret %s not found in scope %s", c->params[0],
+		    at->scope);
+}
+
 void
 api_secrets_get(struct api_call *c)
 {
@@ -339,17 +366,11 @@ api_secrets_get(struct api_call *c)
 	struct secret_at at;
 	int rc;
 
-	if (secret_check_name(c) == -1)
-		return;
-	secret_query(c, &scope, &sandbox);
-	if (secret_locate(c, scope, sandbox, 0, &at) == -1)
+	if (secret_named(c, 0, &scope, &sandbox, &at) == -1)
 		goto out;
 	rc = store_secret_get(c->api->store, at.scope, at.scope_id, c->params[0], &s, &cause);
-	if (rc == -1)
-		api_error(c, 500, "internal", "secret %s: %s", c->params[0], cause);
-	else if (rc == 0)
-		api_error(c, 404, "not_found", "secret %s not found in scope %s", c->params[0],
-		    at.scope);
+	if (rc != 1)
+		secret_reply_missing(c, rc, &at, cause);
 	else {
 		api_json(c, 200, secret_json(&s));
 		store_secret_clear(&s);
@@ -367,17 +388,11 @@ api_secrets_delete(struct api_call *c)
 	struct secret_at at;
 	int rc;
 
-	if (secret_check_name(c) == -1)
-		return;
-	secret_query(c, &scope, &sandbox);
-	if (secret_locate(c, scope, sandbox, 1, &at) == -1)
+	if (secret_named(c, 1, &scope, &sandbox, &at) == -1)
 		goto out;
 	rc = store_secret_delete(c->api->store, at.scope, at.scope_id, c->params[0], &cause);
-	if (rc == -1)
-		api_error(c, 500, "internal", "secret %s: %s", c->params[0], cause);
-	else if (rc == 0)
-		api_error(c, 404, "not_found", "secret %s not found in scope %s", c->params[0],
-		    at.scope);
+	if (rc != 1)
+		secret_reply_missing(c, rc, &at, cause);
 	else {
 		sbm_secrets_changed(c->api->sbm, at.scope, at.scope_id);
 		api_no_content(c);
