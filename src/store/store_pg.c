@@ -214,6 +214,18 @@ col_json(PGresult *r, int row, int col)
 	return j ? j : json_object();
 }
 
+/* Run a DELETE: 1 when it removed a row, 0 when there was none, -1 on error. */
+static int
+pg_delete(struct store *st, const char *what, const char *sql, struct pg_params *pp,
+    char **cause)
+{
+	long changed = pg_cmd(st, what, sql, pp, cause);
+
+	if (changed == -1)
+		return -1;
+	return changed > 0 ? 1 : 0;
+}
+
 /* Fills one record from one row of a result. */
 typedef void (*pg_read_cb)(PGresult *, int, void *);
 
@@ -452,13 +464,9 @@ static int
 pg_sandbox_delete(struct store *st, const char *id, char **cause)
 {
 	struct pg_params pp = { 0 };
-	long changed;
 
 	pp_text(&pp, id);
-	changed = pg_cmd(st, "delete sandbox", "DELETE FROM sandboxes WHERE id = $1", &pp, cause);
-	if (changed == -1)
-		return -1;
-	return changed > 0 ? 1 : 0;
+	return pg_delete(st, "delete sandbox", "DELETE FROM sandboxes WHERE id = $1", &pp, cause);
 }
 
 /*
@@ -593,13 +601,9 @@ static int
 pg_key_delete(struct store *st, const char *id, char **cause)
 {
 	struct pg_params pp = { 0 };
-	long changed;
 
 	pp_text(&pp, id);
-	changed = pg_cmd(st, "delete key", "DELETE FROM api_keys WHERE id = $1", &pp, cause);
-	if (changed == -1)
-		return -1;
-	return changed > 0 ? 1 : 0;
+	return pg_delete(st, "delete key", "DELETE FROM api_keys WHERE id = $1", &pp, cause);
 }
 
 static int
@@ -763,16 +767,12 @@ pg_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
     char **cause)
 {
 	struct pg_params pp = { 0 };
-	long changed;
 
 	pp_text(&pp, scope);
 	pp_text(&pp, scope_id);
 	pp_text(&pp, name);
-	changed = pg_cmd(st, "delete secret", "DELETE FROM secrets"
+	return pg_delete(st, "delete secret", "DELETE FROM secrets"
 	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, cause);
-	if (changed == -1)
-		return -1;
-	return changed > 0 ? 1 : 0;
 }
 
 static const struct store_ops pg_ops = {

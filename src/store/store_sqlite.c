@@ -132,6 +132,15 @@ sq_done(struct store *st, sqlite3_stmt *s, const char *what, char **cause)
 	return 0;
 }
 
+/* Run a bound DELETE: 1 when it removed a row, 0 when there was none, -1 on error. */
+static int
+sq_delete(struct store *st, sqlite3_stmt *s, const char *what, char **cause)
+{
+	if (sq_done(st, s, what, cause) == -1)
+		return -1;
+	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+}
+
 /* A bound query for at most one record: 1 found (read into out), 0 not found, -1 error. */
 static int
 sq_get(struct store *st, sqlite3_stmt *s, sq_read_cb read, void *out, const char *what,
@@ -340,9 +349,7 @@ sq_sandbox_delete(struct store *st, const char *id, char **cause)
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, id);
-	if (sq_done(st, s, "delete sandbox", cause) == -1)
-		return -1;
-	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+	return sq_delete(st, s, "delete sandbox", cause);
 }
 
 static int
@@ -470,9 +477,7 @@ sq_key_delete(struct store *st, const char *id, char **cause)
 	if (s == NULL)
 		return -1;
 	bind_text(s, 1, id);
-	if (sq_done(st, s, "delete key", cause) == -1)
-		return -1;
-	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+	return sq_delete(st, s, "delete key", cause);
 }
 
 static int
@@ -658,9 +663,7 @@ sq_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
 	bind_text(s, 1, scope);
 	bind_text(s, 2, scope_id);
 	bind_text(s, 3, name);
-	if (sq_done(st, s, "delete secret", cause) == -1)
-		return -1;
-	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+	return sq_delete(st, s, "delete secret", cause);
 }
 
 static const struct store_ops sq_ops = {
