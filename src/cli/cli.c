@@ -197,6 +197,25 @@ cli_table_row(const struct cli_col *cols, const char *const *cells)
 	}
 }
 
+json_t *
+cli_list(const char *path, const char *key, int json, const struct cli_col *cols,
+    void (*row)(const json_t *))
+{
+	json_t *r, *item;
+	size_t i;
+
+	if ((r = cli_call("GET", path, NULL, NULL)) == NULL)
+		return NULL;
+	if (json)
+		cli_print_json_list(r, key);
+	else {
+		cli_table_head(cols);
+		json_array_foreach(json_object_get(r, key), i, item)
+			row(item);
+	}
+	return r;
+}
+
 const char *
 cli_age(const char *iso, char *buf, size_t len)
 {

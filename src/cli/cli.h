@@ -69,6 +69,13 @@ struct cli_col {
 /* The heading line, then rows of one cell per column (cli_cell), space-separated. */
 void cli_table_head(const struct cli_col *cols);
 void cli_table_row(const struct cli_col *cols, const char *const *cells);
+/*
+ * GET a list and print it: with json the array under key, else cols' heading
+ * and row(item) for each item. Returns the answer (the caller frees it), or
+ * NULL after printing why.
+ */
+json_t *cli_list(const char *path, const char *key, int json, const struct cli_col *cols,
+    void (*row)(const json_t *));
 /* "2026-11-30T08:00:00.000Z" -> "5m ago"-style age, or the input. */
 const char *cli_age(const char *iso, char *buf, size_t len);
 

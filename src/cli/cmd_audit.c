@@ -101,9 +101,8 @@ cmd_audit(int argc, char **argv)
 	};
 	char *q = xstrdup(""), *path, *cause = NULL, *t;
 	long long limit;
-	json_t *r, *rec;
+	json_t *r;
 	int ch, json_out = 0;
-	size_t i;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -146,17 +145,10 @@ cmd_audit(int argc, char **argv)
 		goto usage;
 	xasprintf(&path, "/v1/audit%s", q);
 	free(q);
-	r = cli_call("GET", path, NULL, NULL);
+	r = cli_list(path, "records", json_out, audit_cols, audit_row);
 	free(path);
 	if (r == NULL)
 		return CLI_EXIT_FAIL;
-	if (json_out)
-		cli_print_json_list(r, "records");
-	else {
-		cli_table_head(audit_cols);
-		json_array_foreach(json_object_get(r, "records"), i, rec)
-			audit_row(rec);
-	}
 	if (json_is_true(json_object_get(r, "truncated")))
 		fprintf(stderr, "airlock audit: the daemon stopped scanning early; narrow the "
 		    "search with --since/--until\n");

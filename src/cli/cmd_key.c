@@ -71,37 +71,37 @@ usage:
 	return CLI_EXIT_USAGE;
 }
 
+/* key ls's columns: the answer's fields, in upper case. */
+static const char *key_fields[KEY_NFIELDS] = { "id", "name", "project", "role", "prefix",
+    "created_at", "last_used_at" };
+static const struct cli_col key_cols[] = { { "ID", 22 }, { "NAME", 16 }, { "PROJECT", 12 },
+    { "ROLE", 6 }, { "PREFIX", 10 }, { "CREATED_AT", 25 }, { "LAST_USED_AT", 0 },
+    { NULL, 0 } };
+
+static void
+key_row(const json_t *k)
+{
+	const char *cells[KEY_NFIELDS];
+	char t[KEY_NFIELDS][32];
+	size_t c;
+
+	for (c = 0; c < KEY_NFIELDS; c++)
+		cells[c] = cli_field(k, key_fields[c], t[c], sizeof(t[c]));
+	cli_table_row(key_cols, cells);
+}
+
 static int
 key_ls(int argc, char **argv)
 {
-	/* The columns are the answer's fields, in upper case. */
-	static const char *fields[KEY_NFIELDS] = { "id", "name", "project", "role", "prefix",
-	    "created_at", "last_used_at" };
-	static const struct cli_col cols[] = { { "ID", 22 }, { "NAME", 16 }, { "PROJECT", 12 },
-	    { "ROLE", 6 }, { "PREFIX", 10 }, { "CREATED_AT", 25 }, { "LAST_USED_AT", 0 },
-	    { NULL, 0 } };
-	const char *cells[KEY_NFIELDS];
-	char t[KEY_NFIELDS][32];
-	json_t *r, *k;
-	size_t i, c;
 	int json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
+	json_t *r;
 
 	if (argc > 2 || (argc == 2 && !json_out)) {
 		fprintf(stderr, "usage: airlock key ls [--json]\n");
 		return CLI_EXIT_USAGE;
 	}
-	if ((r = cli_call("GET", "/v1/keys", NULL, NULL)) == NULL)
+	if ((r = cli_list("/v1/keys", "keys", json_out, key_cols, key_row)) == NULL)
 		return CLI_EXIT_FAIL;
-	if (json_out)
-		cli_print_json_list(r, "keys");
-	else {
-		cli_table_head(cols);
-		json_array_foreach(json_object_get(r, "keys"), i, k) {
-			for (c = 0; c < KEY_NFIELDS; c++)
-				cells[c] = cli_field(k, fields[c], t[c], sizeof(t[c]));
-			cli_table_row(cols, cells);
-		}
-	}
 	json_decref(r);
 	return CLI_EXIT_OK;
 }

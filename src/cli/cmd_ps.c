@@ -7,14 +7,44 @@
 #include "cli/cli_http.h"
 #include "common/util.h"
 
+static const struct cli_col ps_cols[] = { { "PID", 8 }, { "PTY", 4 }, { "CWD", 20 },
+    { "CMD", 0 }, { NULL, 0 } };
+
+/* The row by hand: CMD is the argv, each argument a cell, unpadded. */
+static void
+ps_row(const json_t *p)
+{
+	char t[32];
+	json_t *a, *c;
+	size_t n;
+
+	cli_cell(stdout, cli_field(p, "pid", t, sizeof(t)), ps_cols[0].width);
+	fputc(' ', stdout);
+	cli_cell(stdout, json_is_true(json_object_get(p, "pty")) ? "yes" : "no",
+	    ps_cols[1].width);
+	fputc(' ', stdout);
+	cli_cell(stdout, cli_field(p, "cwd", t, sizeof(t)), ps_cols[2].width);
+	/* cmd is an argv array; show it space-separated, as typed. */
+	a = json_object_get(p, "cmd");
+	if (json_is_array(a)) {
+		json_array_foreach(a, n, c) {
+			fputc(' ', stdout);
+			cli_cell(stdout, json_is_string(c) ? json_string_value(c) : "?", 0);
+		}
+	} else {
+		fputc(' ', stdout);
+		cli_cell(stdout, cli_field(p, "cmd", t, sizeof(t)), 0);
+	}
+	fputc('\n', stdout);
+}
+
 int
 cmd_ps(int argc, char **argv)
 {
-	char *path, t[32];
-	json_t *r, *p, *a, *c;
 	const char *id = NULL;
 	int i, json_out = 0;
-	size_t k, n;
+	char *path;
+	json_t *r;
 
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
@@ -31,35 +61,10 @@ cmd_ps(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	path = cli_sandbox_path(id, "/processes");
-	r = cli_call("GET", path, NULL, NULL);
+	r = cli_list(path, "processes", json_out, ps_cols, ps_row);
 	free(path);
 	if (r == NULL)
 		return CLI_EXIT_FAIL;
-	if (json_out) {
-		cli_print_json_list(r, "processes");
-		json_decref(r);
-		return CLI_EXIT_OK;
-	}
-	printf("%-8s %-4s %-20s %s\n", "PID", "PTY", "CWD", "CMD");
-	json_array_foreach(json_object_get(r, "processes"), k, p) {
-		cli_cell(stdout, cli_field(p, "pid", t, sizeof(t)), 8);
-		fputc(' ', stdout);
-		cli_cell(stdout, json_is_true(json_object_get(p, "pty")) ? "yes" : "no", 4);
-		fputc(' ', stdout);
-		cli_cell(stdout, cli_field(p, "cwd", t, sizeof(t)), 20);
-		/* cmd is an argv array; show it space-separated, as typed. */
-		a = json_object_get(p, "cmd");
-		if (json_is_array(a)) {
-			json_array_foreach(a, n, c) {
-				fputc(' ', stdout);
-				cli_cell(stdout, json_is_string(c) ? json_string_value(c) : "?", 0);
-			}
-		} else {
-			fputc(' ', stdout);
-			cli_cell(stdout, cli_field(p, "cmd", t, sizeof(t)), 0);
-		}
-		fputc('\n', stdout);
-	}
 	json_decref(r);
 	return CLI_EXIT_OK;
 }

@@ -271,8 +271,7 @@ secret_ls(int argc, char **argv)
 {
 	const char *scope = NULL, *sandbox = NULL;
 	char *q, *path;
-	json_t *r, *s;
-	size_t i;
+	json_t *r;
 	int json_out = 0;
 
 	if (secret_scope_opts(argc, argv, &scope, &sandbox, &json_out) == -1 || optind != argc)
@@ -280,17 +279,10 @@ secret_ls(int argc, char **argv)
 	q = secret_query(scope, sandbox);
 	xasprintf(&path, "/v1/secrets%s", q);
 	free(q);
-	r = cli_call("GET", path, NULL, NULL);
+	r = cli_list(path, "secrets", json_out, secret_cols, secret_row);
 	free(path);
 	if (r == NULL)
 		return CLI_EXIT_FAIL;
-	if (json_out)
-		cli_print_json_list(r, "secrets");
-	else {
-		cli_table_head(secret_cols);
-		json_array_foreach(json_object_get(r, "secrets"), i, s)
-			secret_row(s);
-	}
 	json_decref(r);
 	return CLI_EXIT_OK;
 usage:
