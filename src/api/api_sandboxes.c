@@ -324,10 +324,14 @@ host_metrics(struct sandbox *sb)
 {
 	uint64_t rss;
 	double cpu;
+	json_t *out, *egress;
 
 	sb_host_stats(sb, &rss, &cpu);
-	return json_pack("{s:s,s:I,s:f}", "state", sb_state(sb), "host_rss_bytes",
+	out = json_pack("{s:s,s:I,s:f}", "state", sb_state(sb), "host_rss_bytes",
 	    (json_int_t)rss, "host_cpu_seconds", cpu);
+	if ((egress = sb_egress_counters(sb)) != NULL)
+		json_object_set_new(out, "egress", egress);
+	return out;
 }
 
 /* The guest's own view (cpu, memory, disk) from the agent, beside the host's. */

@@ -19,6 +19,34 @@ api_system_healthz(struct api_call *c)
 	    "uptime_s", (json_int_t)((store_now_ms() - c->api->started_ms) / 1000)));
 }
 
+/* Totals over every attached sandbox, from the gateway if one runs. */
+static void
+gateway_metrics(struct sbm *m, struct evbuffer *out)
+{
+	static const char *const counters[] = { "dns_queries", "dns_denied", "conns",
+	    "conns_denied", "requests", "requests_denied", "bytes_up", "bytes_down", NULL };
+	json_t *st, *one;
+	const char *id;
+	json_int_t sum;
+
+	if ((st = sbm_egress_info(m, NULL, NULL)) == NULL)
+		return;
+	evbuffer_add_printf(out, "# TYPE airlock_gateway_rss_bytes gauge\n"
+	    "airlock_gateway_rss_bytes %lld\n", (long long)json_integer_value(
+	    json_object_get(st, "rss_kb")) * 1024);
+	evbuffer_add_printf(out, "# TYPE airlock_gateway_sandboxes gauge\n"
+	    "airlock_gateway_sandboxes %zu\n", json_object_size(json_object_get(st, "sandboxes")));
+	for (size_t i = 0; counters[i] != NULL; i++) {
+		sum = 0;
+		json_object_foreach(json_object_get(st, "sandboxes"), id, one)
+			sum += json_integer_value(json_object_get(one, counters[i]));
+		/* Counters of detached sandboxes leave the sum: a gauge, not a counter. */
+		evbuffer_add_printf(out, "# TYPE airlock_gateway_%s gauge\n"
+		    "airlock_gateway_%s %lld\n", counters[i], counters[i], (long long)sum);
+	}
+	json_decref(st);
+}
+
 void
 api_system_metrics(struct api_call *c)
 {
@@ -33,6 +61,7 @@ api_system_metrics(struct api_call *c)
 	for (i = 0; states[i] != NULL; i++)
 		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n", states[i],
 		    sbm_count(c->api->sbm, states[i]));
+	gateway_metrics(c->api->sbm, out);
 	len = evbuffer_get_length(out);
 	text = xmalloc(len + 1);
 	evbuffer_remove(out, text, len);

@@ -1531,6 +1531,24 @@ sbm_egress_info(struct sbm *m, const char *id, char **cause)
 	return sbm_egress_stats(m->egress, id, cause);
 }
 
+json_t *
+sb_egress_counters(struct sandbox *sb)
+{
+	json_t *st, *one;
+	char *cause = NULL;
+
+	if (!sb->gw_attached)
+		return NULL;
+	if ((st = sbm_egress_stats(sb->m->egress, sb->rec.id, &cause)) == NULL) {
+		log_debug("sandbox %s: gateway stats: %s", sb->rec.id, cause);
+		free(cause);
+		return NULL;
+	}
+	one = json_incref(json_object_get(json_object_get(st, "sandboxes"), sb->rec.id));
+	json_decref(st);
+	return one;
+}
+
 void
 sbm_egress_stop(struct sbm *m)
 {

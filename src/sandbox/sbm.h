@@ -105,6 +105,8 @@ int sbm_egress_reconcile(struct sbm *m, char **cause);
 void sbm_secrets_changed(struct sbm *m, const char *scope, const char *scope_id);
 /* Gateway counters ({sandboxes:{id:{...}}, rss_kb}) for one sandbox or all. */
 json_t *sbm_egress_info(struct sbm *m, const char *id, char **cause);
+/* The gateway's counters of a networked sandbox (new reference), or NULL. */
+json_t *sb_egress_counters(struct sandbox *sb);
 /* Graceful exit: stop the gateway too when nothing is attached any more. */
 void sbm_egress_stop(struct sbm *m);
 

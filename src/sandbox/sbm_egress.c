@@ -253,8 +253,11 @@ sbm_egress_attached(struct sbm_egress *e, char **cause)
 json_t *
 sbm_egress_stats(struct sbm_egress *e, const char *id, char **cause)
 {
-	if (sbm_egress_gw(e, cause) == NULL)
+	/* Observability never starts a gateway that nothing needs. */
+	if (e->gw == NULL) {
+		cause_set(cause, "no gateway running");
 		return NULL;
+	}
 	return egress_gw_stats(e->gw, id, cause);
 }
 

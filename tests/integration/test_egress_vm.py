@@ -177,6 +177,15 @@ def test_allowlist(d, c, logs, token):
         "r=c.getresponse(); r.read(); print(first, r.status)\nPY")
     check("keep-alive: first request allowed, second to another host refused on that request",
           out.split() == ["200", "403"], out + err)
+    met = c.call("GET", f"/v1/sandboxes/{sid}/metrics")
+    eg = met.get("egress", {})
+    check("sandbox metrics carry the gateway's counters",
+          eg.get("requests", 0) >= 5 and eg.get("requests_denied", 0) >= 2 and
+          eg.get("dns_denied", 0) >= 1 and eg.get("bytes_down", 0) > 0, met)
+    st, _, text = c.raw("GET", "/metrics", auth=False)
+    check("/metrics exports the gateway's memory and totals",
+          b"airlock_gateway_rss_bytes " in text and b"airlock_gateway_requests_denied " in text,
+          text[-600:])
     return sid
 
 def test_secret_never_in_guest(d, c, sid, token):
