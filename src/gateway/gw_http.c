@@ -240,7 +240,7 @@ gw_http_check(const struct gw_policy *p, const char *bound, int tls, int port,
 {
 	const char *hosthdr, *auth = NULL, *rest, *upg;
 	char ahost[GW_NAME_MAX];
-	size_t authlen = 0;
+	size_t authlen = 0, nupg = 0;
 	int is_abs, https;
 
 	memset(v, 0, sizeof(*v));
@@ -286,10 +286,18 @@ gw_http_check(const struct gw_policy *p, const char *bound, int tls, int port,
 
 	/*
 	 * Only WebSocket may switch protocols: an h2c upgrade would carry
-	 * requests the gateway no longer sees, so the offer is dropped.
+	 * requests the gateway no longer sees, so the offer is dropped. So
+	 * is a second Upgrade header (the upstream reads "websocket, h2c")
+	 * and an upgrade request with a body: the relay splices after 101
+	 * and does not track that body, so an upstream answering without
+	 * 101 would read as body what the gateway checks as the next request.
 	 */
 	upg = http_head_get(h, "upgrade");
-	if (h->upgrade && upg != NULL && strcasecmp(upg, "websocket") == 0)
+	for (size_t i = 0; i < h->nheaders; i++)
+		if (strcasecmp(h->headers[i].name, "upgrade") == 0)
+			nupg++;
+	if (h->upgrade && nupg == 1 && strcasecmp(upg, "websocket") == 0 && !h->chunked &&
+	    h->content_length <= 0)
 		v->websocket = 1;
 	else if (upg != NULL) {
 		remove_header(h, "upgrade");

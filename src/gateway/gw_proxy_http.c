@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -473,6 +474,7 @@ gw_http_upstream(struct gw_conn *c)
 	struct http_head rh;
 	enum http_body_state st;
 	size_t len, n, consumed;
+	const char *upg;
 	char *cause = NULL;
 	ssize_t used;
 	int code;
@@ -512,7 +514,10 @@ gw_http_upstream(struct gw_conn *c)
 				gw_http_refuse(c, 502, "malformed upstream response");
 				return;
 			}
-			if (code == 101 && !h->websocket) {
+			/* Only the WebSocket we let through may take the connection over. */
+			if (code == 101 && (!h->websocket ||
+			    (upg = http_head_get(&rh, "upgrade")) == NULL ||
+			    strcasecmp(upg, "websocket") != 0)) {
 				http_head_free(&rh);
 				h->status = 502;
 				h->in_flight = 0;

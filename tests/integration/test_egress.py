@@ -728,6 +728,43 @@ def cat_websocket(env):
     check("positive: WebSocket echo through the gateway on an allowed name",
           r.get("echo") == msg and any(x.get("data") == msg for x in recs), r)
 
+    # "Upgrade: websocket" then "Upgrade: h2c": the upstream reads both
+    # offers; only a lone WebSocket offer may pass.
+    m, am = marks(env)
+    r = env.guest(sb, "req", N("allowed"), 80, "--req", "GET %s /atk-dup-upgrade" % N("allowed"),
+                  "--header", "Connection: Upgrade, HTTP2-Settings",
+                  "--header", "Upgrade: websocket", "--header", "Upgrade: h2c",
+                  "--header", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")
+    up = [h for x in env.logs.since(m, "allowed", event="request", path="/atk-dup-upgrade")
+          for h in x.get("headers", []) if h[0].lower() in ("upgrade", "http2-settings")]
+    statuses = [x.get("status") for x in r.get("responses", [])]
+    check("two Upgrade headers (websocket, h2c): no offer reaches upstream, never switched",
+          101 not in statuses and not up, {"statuses": statuses, "upstream_headers": up})
+
+    # An upgrade request with a body: the body must stay a body. Were it
+    # held back, an upstream answering without 101 (and then discarding
+    # the body it was promised, as Go's server does) reads the next
+    # request the gateway checks as that body, and the bytes after it,
+    # which the gateway passed as an unchecked body, as a request.
+    m, am = marks(env)
+    smuggled = "GET /atk-ws-smuggled HTTP/1.1\r\nHost: %s\r\n\r\n" % N("forbidden")
+    r = env.guest(sb, "req", N("allowed"), 443, "--tls", "--sni", N("allowed"),
+                  "--req", "GET %s /atk-ws-body" % N("allowed"),
+                  "--header", "Connection: Upgrade", "--header", "Upgrade: websocket",
+                  "--header", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                  "--header", "Sec-WebSocket-Version: 13", "--body", smuggled, timeout=20)
+    resp = (r.get("responses") or [{}])[0]
+    got = resp.get("json", {})
+    up = [h for x in env.logs.since(m, "allowed", event="request", path="/atk-ws-body")
+          for h in x.get("headers", []) if h[0].lower() == "upgrade"]
+    check("WebSocket upgrade with a body: answered as a plain request, the body passed as a body",
+          got.get("path") == "/atk-ws-body" and got.get("body") == smuggled and not up,
+          {"response": resp, "upstream_upgrade": up})
+    blocked(env, "WebSocket upgrade with a body: nothing behind it reaches upstream as a request",
+            True, r, m, am,
+            nothing=[("forbidden", {}), ("allowed", {"path": "/atk-ws-smuggled"})],
+            dial_ok=[A["allowed"]])
+
 
 def cat_ipv6(env):
     sb = env.sb1

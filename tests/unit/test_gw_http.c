@@ -212,6 +212,34 @@ test_upgrade(void)
 	CHECK(http_head_get(&h, "http2-settings") == NULL);
 	http_head_free(&h);
 	gw_http_verdict_clear(&v);
+	/* A second Upgrade header would offer h2c behind the WebSocket check. */
+	CHECK(check(allow, NULL, 0, "GET / HTTP/1.1\r\nHost: api.example.com\r\n"
+	    "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: websocket\r\nUpgrade: h2c\r\n"
+	    "HTTP2-Settings: AAA\r\n\r\n", &h, &v) == 0);
+	CHECK(v.websocket == 0);
+	CHECK(http_head_get(&h, "upgrade") == NULL);
+	CHECK(http_head_get(&h, "http2-settings") == NULL);
+	http_head_free(&h);
+	gw_http_verdict_clear(&v);
+	/*
+	 * A body on an upgrade request: the relay would not track it, and an
+	 * upstream that answers without 101 reads it as the body while the
+	 * gateway checks it as the next request. It stays a plain request.
+	 */
+	CHECK(check(allow, NULL, 0, "GET /ws HTTP/1.1\r\nHost: api.example.com\r\n"
+	    "Connection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 5\r\n\r\n",
+	    &h, &v) == 0);
+	CHECK(v.websocket == 0);
+	CHECK(http_head_get(&h, "upgrade") == NULL);
+	http_head_free(&h);
+	gw_http_verdict_clear(&v);
+	CHECK(check(allow, NULL, 0, "GET /ws HTTP/1.1\r\nHost: api.example.com\r\n"
+	    "Connection: Upgrade\r\nUpgrade: websocket\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    &h, &v) == 0);
+	CHECK(v.websocket == 0);
+	CHECK(http_head_get(&h, "upgrade") == NULL);
+	http_head_free(&h);
+	gw_http_verdict_clear(&v);
 }
 
 static void

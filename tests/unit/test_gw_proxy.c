@@ -261,6 +261,14 @@ srv_http(struct peer *p)
 		if (n < 0)
 			return;
 		peer_consume(p, (size_t)n);
+		if (strcmp(h.target, "/ws-h2c") == 0) {
+			/* An upstream that switches to a protocol other than the one asked. */
+			const char *r = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
+			    "Connection: Upgrade\r\n\r\n";
+			peer_write(p, r, strlen(r));
+			http_head_free(&h);
+			continue;
+		}
 		if (strcmp(h.target, "/ws") == 0 && h.upgrade) {
 			const char *r = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 			    "Connection: Upgrade\r\n\r\n";
@@ -807,6 +815,16 @@ g_websocket(void *arg)
 	memcpy(buf, p->buf, 10);
 	buf[10] = '\0';
 	CHECK_STR(buf, "ping-frame");
+	peer_close(p);
+	/* A 101 must switch to WebSocket, the protocol the gateway let through. */
+	p = guest_tls(443, "ws.test");
+	CHECK(p != NULL);
+	if (p == NULL)
+		return;
+	CHECK(exchange(p, "GET /ws-h2c HTTP/1.1\r\nHost: ws.test\r\nConnection: Upgrade\r\n"
+	    "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: eA==\r\n\r\n",
+	    NULL) == 502);
+	CHECK(closed(p));
 	peer_close(p);
 }
 
