@@ -342,6 +342,17 @@ chunk_line(struct http_body *b, const char *in, size_t len, size_t *pos, char **
 			b->line[--b->linelen] = '\0';
 			return 1;
 		}
+		/*
+		 * A proxy passes chunk lines on as they are: a bare CR (a line
+		 * end to a lenient parser) or another control byte would let
+		 * it and the next hop disagree where the body ends.
+		 */
+		if ((b->linelen > 0 && b->line[b->linelen - 1] == '\r') ||
+		    ((unsigned char)c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+			*err = 1;
+			cause_set(cause, "control character in chunk line");
+			return 0;
+		}
 		if (b->linelen >= sizeof(b->line) - 1) {
 			*err = 1;
 			cause_set(cause, "chunk line too long");
