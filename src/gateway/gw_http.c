@@ -81,15 +81,18 @@ absolute_target(const char *target, int *is_abs, const char **auth, size_t *auth
 	return 0;
 }
 
-/* A "." or ".." segment (also behind "\\", which some servers treat as "/"). */
+/*
+ * A "." or ".." segment (also behind "\\", which some servers treat as
+ * "/", or before ";", where Java servers cut path parameters off).
+ */
 static int
 has_dot_segment(const char *path)
 {
 	const char *p = path;
 
 	while (*p != '\0') {
-		size_t n = strcspn(p, "/\\");
-		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+		size_t n = strcspn(p, "/\\"), m = strcspn(p, "/\\;");
+		if ((m == 1 && p[0] == '.') || (m == 2 && p[0] == '.' && p[1] == '.'))
 			return 1;
 		p += n;
 		if (*p != '\0')

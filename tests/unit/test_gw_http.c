@@ -142,6 +142,16 @@ test_method_path(void)
 	    NULL) == 403);
 	CHECK(decide(allow, ro, 1, "GET /v1/..%5cadmin HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
 	    NULL) == 403);
+	/* Java servers (Tomcat, Spring) cut path parameters before resolving: "..;x" is "..". */
+	CHECK(decide(allow, ro, 1, "GET /v1/..;/admin HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
+	    &why) == 403);
+	CHECK_STR(why, "dot segment in path");
+	CHECK(decide(allow, ro, 1, "GET /v1/%2e%2e%3bx=1/admin HTTP/1.1\r\nHost: ro.example.com\r\n"
+	    "\r\n", NULL) == 403);
+	CHECK(decide(allow, ro, 1, "GET /v1/.;/x HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
+	    NULL) == 403);
+	CHECK(decide(allow, ro, 1, "GET /v1/a;b=..;/x HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
+	    NULL) == 0);
 	/* Decoded before matching: an encoded prefix is the prefix. */
 	CHECK(decide(allow, ro, 1, "GET /%761/x HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
 	    NULL) == 0);
