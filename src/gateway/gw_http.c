@@ -286,6 +286,15 @@ gw_http_check(const struct gw_policy *p, const char *bound, int tls, int port,
 		return deny(v, 403, "dot segment in path");
 	if (!gw_rule_request_allowed(v->rule, h->method, v->path))
 		return deny(v, 403, "method or path not allowed");
+	/*
+	 * Some frameworks (IIS URL rewrite, Symfony) route by these headers
+	 * instead of the request line: a path rule would check one path while
+	 * the upstream serves another. Where paths are restricted they go.
+	 */
+	if (v->rule->npaths > 0) {
+		remove_header(h, "x-original-url");
+		remove_header(h, "x-rewrite-url");
+	}
 
 	/*
 	 * Only WebSocket may switch protocols: an h2c upgrade would carry

@@ -304,10 +304,11 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 
 	TAILQ_FOREACH(c, &sb->conns, entry)
 		n++;
-	if (n >= GW_CONNS_MAX) {
+	if (n >= GW_CONNS_MAX || !gw_bucket_take(&sb->accept_bucket, 1)) {
 		static uint64_t last_ms;
 		struct gw_audit_rec r = { .sandbox = sb->id, .kind = "tcp", .allow = 0,
-		    .reason = "too many connections" };
+		    .reason = n >= GW_CONNS_MAX ? "too many connections" :
+		    "new connections over rate" };
 
 		close(fd);
 		sb->counters.conns++;

@@ -36,6 +36,13 @@
 #define GW_BUF_HIGH		(256 * 1024)	/* per direction: stop reading above this */
 #define GW_MAX_ADDRS		8	/* upstream addresses tried per dial */
 #define GW_CONNS_MAX		512	/* live connections per sandbox: one guest cannot take every fd */
+/*
+ * New connections per sandbox and second (burst): each may cost a TLS
+ * handshake and a leaf signature on the one gateway thread, so one guest
+ * opening connections in a loop must not starve the others.
+ */
+#define GW_ACCEPT_RATE		100
+#define GW_ACCEPT_BURST		200
 
 enum gw_conn_state {
 	GW_CONN_PEEK,		/* reading the first bytes */

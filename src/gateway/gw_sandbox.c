@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
+#include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"
 
@@ -137,6 +138,7 @@ gw_sandbox_attach(struct gw *gw, const char *id, const char *project, struct gw_
 	sb->tcp_fd = tcp_fd;
 	sb->dns_fd = dns_fd;
 	sb->pins = gw_pins_new();
+	gw_bucket_init(&sb->accept_bucket, GW_ACCEPT_RATE, GW_ACCEPT_BURST);
 	TAILQ_INIT(&sb->conns);
 	/* LEV_OPT_CLOSE_ON_FREE: the listener owns tcp_fd from here. */
 	sb->listener = evconnlistener_new(gw->base, gw_sandbox_accept_cb, sb,

@@ -150,6 +150,23 @@ test_method_path(void)
 	    "\r\n", NULL) == 403);
 	CHECK(decide(allow, ro, 1, "GET /v1/.;/x HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
 	    NULL) == 403);
+	/* Rewrite headers some frameworks route by are dropped where paths are restricted. */
+	{
+		struct http_head h;
+		struct gw_http_verdict v;
+
+		CHECK(check(allow, ro, 1, "GET /v1/repos HTTP/1.1\r\nHost: ro.example.com\r\n"
+		    "X-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\n\r\n", &h, &v) == 0);
+		CHECK(http_head_get(&h, "x-original-url") == NULL);
+		CHECK(http_head_get(&h, "x-rewrite-url") == NULL);
+		http_head_free(&h);
+		gw_http_verdict_clear(&v);
+		CHECK(check(allow, "api.example.com", 1, "GET / HTTP/1.1\r\nHost: api.example.com\r\n"
+		    "X-Original-URL: /kept\r\n\r\n", &h, &v) == 0);
+		CHECK(http_head_get(&h, "x-original-url") != NULL);
+		http_head_free(&h);
+		gw_http_verdict_clear(&v);
+	}
 	CHECK(decide(allow, ro, 1, "GET /v1/a;b=..;/x HTTP/1.1\r\nHost: ro.example.com\r\n\r\n",
 	    NULL) == 0);
 	/* Decoded before matching: an encoded prefix is the prefix. */

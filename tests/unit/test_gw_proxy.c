@@ -43,6 +43,7 @@
 #include "gateway/gw.h"
 #include "gateway/gw_addr.h"
 #include "gateway/gw_audit.h"
+#include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"
 #include "gateway/gw_tls.h"
@@ -843,6 +844,29 @@ g_rate(void *arg)
 	peer_close(p);
 }
 
+/* A guest opening connections in a loop is cut off above the accept rate. */
+static void
+g_accept_rate(void *arg)
+{
+	enum { N = GW_ACCEPT_BURST + 60 };
+	struct peer *ps[N];
+	int opened = 0;
+
+	for (int i = 0; i < N; i++)
+		if ((ps[i] = guest_plain(80)) != NULL)
+			opened++;
+	CHECK(opened > 0);
+	for (int i = 0; i < N; i++)
+		if (ps[i] != NULL)
+			peer_close(ps[i]);
+	usleep(2100 * 1000);	/* refilled: the next one is served */
+	ps[0] = guest_plain(80);
+	CHECK(ps[0] != NULL && exchange(ps[0], "GET /x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+	    NULL) == 200);
+	if (ps[0] != NULL)
+		peer_close(ps[0]);
+}
+
 static void
 g_mode_none(void *arg)
 {
@@ -888,6 +912,10 @@ test_http_more(struct gw_sandbox *s443, struct gw_sandbox *s80)
 	    "}");
 	as_guest(g_rate, NULL);
 	CHECK(audited("\"status\":429", "\"reason\":\"rate limit\"", "\"sandbox\":\"s80\""));
+
+	update(s80, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"]," POL_BASE "}");
+	as_guest(g_accept_rate, NULL);
+	CHECK(audited("\"sandbox\":\"s80\"", "new connections over rate", NULL));
 
 	update(s80, "{\"mode\":\"none\"}");
 	as_guest(g_mode_none, NULL);
