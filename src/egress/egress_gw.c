@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "common/log.h"
 #include "common/util.h"
 #include "egress/egress_gw.h"
@@ -22,6 +24,8 @@
 
 struct egress_gw {
 	struct egress_gw_config	 cfg;
+	struct event_base	*base;
+	struct event		*watch;	/* the control fd between calls: EOF = gateway gone */
 	egress_gw_restart_fn	 restart;
 	void			*arg;
 	int			 fd;
@@ -29,16 +33,50 @@ struct egress_gw {
 	int64_t			 seq;
 };
 
+static void egress_watch_cb(evutil_socket_t, short, void *);
+
 struct egress_gw *
-egress_gw_new(const struct egress_gw_config *cfg, egress_gw_restart_fn restart, void *arg)
+egress_gw_new(const struct egress_gw_config *cfg, struct event_base *base,
+    egress_gw_restart_fn restart, void *arg)
 {
 	struct egress_gw *g = xcalloc(1, sizeof *g);
 
 	g->cfg = *cfg;
+	g->base = base;
 	g->restart = restart;
 	g->arg = arg;
 	g->fd = -1;
 	return g;
+}
+
+static void
+egress_unwatch(struct egress_gw *g)
+{
+	if (g->watch != NULL) {
+		event_free(g->watch);
+		g->watch = NULL;
+	}
+}
+
+/* Watch the connection between calls, so a gateway that dies is noticed at once. */
+static void
+egress_watch(struct egress_gw *g)
+{
+	egress_unwatch(g);
+	if (g->base == NULL || g->restart == NULL || g->fd == -1)
+		return;
+	g->watch = event_new(g->base, g->fd, EV_READ | EV_PERSIST, egress_watch_cb, g);
+	event_add(g->watch, NULL);
+}
+
+static void
+egress_close(struct egress_gw *g)
+{
+	egress_unwatch(g);
+	if (g->fd != -1) {
+		close(g->fd);
+		g->fd = -1;
+	}
 }
 
 static int
@@ -245,10 +283,7 @@ egress_gw_open(struct egress_gw *g, json_t **ids, char **cause)
 
 	if (ids != NULL)
 		*ids = NULL;
-	if (g->fd != -1) {
-		close(g->fd);
-		g->fd = -1;
-	}
+	egress_close(g);
 	if ((g->fd = egress_connect(g->cfg.ctl_path)) == -1) {
 		if (errno != ENOENT && errno != ECONNREFUSED) {
 			cause_set(cause, "connect %s: %s", g->cfg.ctl_path, strerror(errno));
@@ -268,13 +303,76 @@ egress_gw_open(struct egress_gw *g, json_t **ids, char **cause)
 		}
 	}
 	if (egress_hello(g, ids, cause) == -1) {
-		close(g->fd);
-		g->fd = -1;
+		egress_close(g);
 		return -1;
 	}
+	egress_watch(g);
 	log_info("gateway: %s airlock-gateway pid %ld", started ? "started" : "connected to",
 	    g->pid);
 	return 0;
+}
+
+/* Reconnect, starting a new gateway if it is gone; a new, empty one gets the restart hook. */
+static int
+egress_reopen(struct egress_gw *g, char **cause)
+{
+	json_t *ids = NULL;
+	long oldpid = g->pid;
+
+	if (egress_gw_open(g, &ids, cause) == -1)
+		return -1;
+	if (g->pid != oldpid && g->restart != NULL && json_array_size(ids) == 0) {
+		json_decref(ids);
+		g->restart(g->arg);
+	} else
+		json_decref(ids);
+	return 0;
+}
+
+/*
+ * Between calls nothing may be readable but a late reply to a call that
+ * timed out (dropped here) or EOF: the gateway is gone. 1 if connected.
+ */
+static int
+egress_alive(struct egress_gw *g)
+{
+	struct pollfd pfd = { .events = POLLIN };
+	json_t *late;
+	char *cause = NULL;
+
+	if (g->fd == -1)
+		return 0;
+	pfd.fd = g->fd;
+	while (poll(&pfd, 1, 0) == 1) {
+		if (gw_ctl_recv(g->fd, &late, NULL, NULL, &cause) != 1) {
+			free(cause);
+			return 0;
+		}
+		json_decref(late);
+	}
+	return 1;
+}
+
+int
+egress_gw_check(struct egress_gw *g, char **cause)
+{
+	if (egress_alive(g))
+		return 0;
+	if (g->fd != -1)
+		log_warnx("gateway: airlock-gateway pid %ld went away; starting a new one", g->pid);
+	return egress_reopen(g, cause);
+}
+
+static void
+egress_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egress_gw *g = arg;
+	char *cause = NULL;
+
+	if (egress_gw_check(g, &cause) == -1) {
+		log_warnx("gateway: %s (retried by the sweep)", cause);
+		free(cause);
+	}
 }
 
 /*
@@ -285,8 +383,7 @@ egress_gw_open(struct egress_gw *g, json_t **ids, char **cause)
 static json_t *
 egress_call(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, char **cause)
 {
-	json_t *reply, *ids = NULL;
-	long oldpid = g->pid;
+	json_t *reply;
 	char *why = NULL;
 	int rc;
 
@@ -303,13 +400,8 @@ egress_call(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, char 
 	if (g->fd != -1)
 		log_warnx("gateway: %s; reconnecting", why);
 	free(why);
-	if (egress_gw_open(g, &ids, cause) == -1)
+	if (egress_reopen(g, cause) == -1)
 		return NULL;
-	if (g->pid != oldpid && g->restart != NULL && json_array_size(ids) == 0) {
-		json_decref(ids);
-		g->restart(g->arg);
-	} else
-		json_decref(ids);
 	return egress_call_fd(g, req, fds, nfds, cause);
 }
 
@@ -391,6 +483,8 @@ egress_gw_shutdown(struct egress_gw *g)
 
 	if (g->fd == -1)
 		return;
+	/* Its going away is wanted now, not a crash to recover from. */
+	egress_unwatch(g);
 	req = json_pack("{s:s}", "op", "shutdown");
 	reply = egress_call_fd(g, req, NULL, 0, &cause);
 	json_decref(req);
@@ -408,10 +502,7 @@ egress_gw_restart(struct egress_gw *g, char **cause)
 	int fd;
 
 	egress_gw_shutdown(g);
-	if (g->fd != -1) {
-		close(g->fd);
-		g->fd = -1;
-	}
+	egress_close(g);
 	/* Until the old instance has closed its listener, a connect would reach it. */
 	while ((fd = egress_connect(g->cfg.ctl_path)) != -1) {
 		close(fd);
@@ -435,7 +526,6 @@ egress_gw_free(struct egress_gw *g)
 {
 	if (g == NULL)
 		return;
-	if (g->fd != -1)
-		close(g->fd);
+	egress_close(g);
 	free(g);
 }

@@ -7,8 +7,10 @@
  * (hello) and reconciles. Calls are synchronous with a short deadline: the
  * gateway answers each from memory in microseconds, and the event loop
  * blocking for that is simpler and safer than a second asynchronous
- * protocol state machine. When the gateway is gone (crash, killed), the
- * next call starts a new one and the restart hook re-attaches every sandbox.
+ * protocol state machine. When the gateway is gone (crash, killed), a new
+ * one is started and the restart hook re-attaches every sandbox: at once
+ * when the connection, watched between calls on the event loop, reports
+ * EOF; else by the next call or egress_gw_check.
  */
 #ifndef AIRLOCK_EGRESS_GW_H
 #define AIRLOCK_EGRESS_GW_H
@@ -37,12 +39,14 @@ struct egress_gw_config {
 };
 
 struct egress_gw;
+struct event_base;
 
 /* Called after a new gateway instance was started: re-attach everything. */
 typedef void (*egress_gw_restart_fn)(void *arg);
 
-struct egress_gw *egress_gw_new(const struct egress_gw_config *, egress_gw_restart_fn,
-    void *arg);
+/* With a base and a restart hook, a gateway that dies is replaced without waiting for a call. */
+struct egress_gw *egress_gw_new(const struct egress_gw_config *, struct event_base *,
+    egress_gw_restart_fn, void *arg);
 /*
  * Connect to a running gateway or start one. *ids gets the sandboxes it
  * already serves (new reference). 0 / -1 with cause.
@@ -53,6 +57,8 @@ int egress_gw_attach(struct egress_gw *, const char *id, const char *project,
 int egress_gw_update(struct egress_gw *, const char *id, const json_t *policy, char **cause);
 /* Not attached counts as done. */
 int egress_gw_detach(struct egress_gw *, const char *id, char **cause);
+/* Connected to a live gateway, or reconnect (and restart one) now. 0 / -1 with cause. */
+int egress_gw_check(struct egress_gw *, char **cause);
 json_t *egress_gw_stats(struct egress_gw *, const char *id, char **cause);
 /*
  * Stop the running gateway, wait until its socket refuses, start a new one

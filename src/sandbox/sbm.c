@@ -1655,7 +1655,7 @@ sbm_new(struct event_base *base, struct store *st, const struct config *cfg, cha
 		return NULL;
 	}
 	m->kernel_id = read_kernel_id();
-	m->egress = sbm_egress_new(cfg, st, sbm_egress_restarted, m);
+	m->egress = sbm_egress_new(base, cfg, st, sbm_egress_restarted, m);
 	m->sweep = event_new(base, -1, EV_PERSIST, sbm_sweep, m);
 	event_add(m->sweep, &tv);
 	return m;

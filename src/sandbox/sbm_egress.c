@@ -20,6 +20,7 @@
 #include "store/store.h"
 
 struct sbm_egress {
+	struct event_base	*base;
 	const struct config	*cfg;
 	struct store		*store;
 	struct egress_gw	*gw;
@@ -53,10 +54,12 @@ sbm_egress_find_bin(const struct config *cfg)
 }
 
 struct sbm_egress *
-sbm_egress_new(const struct config *cfg, struct store *st, void (*restarted)(void *), void *arg)
+sbm_egress_new(struct event_base *base, const struct config *cfg, struct store *st,
+    void (*restarted)(void *), void *arg)
 {
 	struct sbm_egress *e = xcalloc(1, sizeof *e);
 
+	e->base = base;
 	e->cfg = cfg;
 	e->store = st;
 	e->restarted = restarted;
@@ -135,7 +138,7 @@ sbm_egress_gw(struct sbm_egress *e, char **cause)
 	gc.gid = EGRESS_GW_UID;
 	gc.log_json = e->cfg->log_json;
 	e->ca_checked = time(NULL);
-	e->gw = egress_gw_new(&gc, sbm_egress_restart_cb, e);
+	e->gw = egress_gw_new(&gc, e->base, sbm_egress_restart_cb, e);
 	if (egress_gw_open(e->gw, &ids, cause) == -1) {
 		egress_gw_free(e->gw);
 		e->gw = NULL;
@@ -267,7 +270,15 @@ sbm_egress_maintain(struct sbm_egress *e)
 	char *ca, *cause = NULL;
 	int renewed, rc;
 
-	if (e->gw == NULL || time(NULL) - e->ca_checked < SBM_EGRESS_CA_CHECK_S)
+	if (e->gw == NULL)
+		return;
+	/* A gateway that died unnoticed, or could not be restarted then: once per sweep. */
+	if (egress_gw_check(e->gw, &cause) == -1) {
+		log_warnx("gateway: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (time(NULL) - e->ca_checked < SBM_EGRESS_CA_CHECK_S)
 		return;
 	e->ca_checked = time(NULL);
 	ca = paths_data("ca");

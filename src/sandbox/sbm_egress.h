@@ -9,11 +9,13 @@
 #include <jansson.h>
 
 struct config;
+struct event_base;
 struct net_island;
 struct store;
 struct sbm_egress;
 
-struct sbm_egress *sbm_egress_new(const struct config *, struct store *,
+/* restarted: a new gateway instance (it died, or was renewed) needs every sandbox again. */
+struct sbm_egress *sbm_egress_new(struct event_base *, const struct config *, struct store *,
     void (*restarted)(void *), void *arg);
 void sbm_egress_free(struct sbm_egress *);
 /* Open the gateway's sockets in the island and attach with the current policy. */
@@ -27,7 +29,8 @@ void sbm_egress_detach(struct sbm_egress *, const char *id);
 json_t *sbm_egress_attached(struct sbm_egress *, char **cause);
 json_t *sbm_egress_stats(struct sbm_egress *, const char *id, char **cause);
 /*
- * Called from the sweep: at most twice a day, renew the gateway's issuer
+ * Called from the sweep: restart a gateway that is gone (the restart hook
+ * re-attaches every sandbox); at most twice a day, renew the gateway's issuer
  * when it nears expiry and restart a running gateway onto it (the restart
  * hook re-attaches every sandbox; connections in flight are cut).
  */

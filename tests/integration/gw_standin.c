@@ -83,7 +83,7 @@ gw_open(const char *ctl)
 	cfg.bin = "/nonexistent/airlock-gateway";	/* never start one */
 	cfg.ctl_path = ctl;
 	cfg.log_path = "/dev/null";
-	return egress_gw_new(&cfg, NULL, NULL);
+	return egress_gw_new(&cfg, NULL, NULL, NULL);
 }
 
 static int

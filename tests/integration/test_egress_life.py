@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""airlockd ↔ airlock-gateway lifecycle with real microVMs (TCG here) and the
+real daemon, against the test internet (tests/testnet):
+
+  gateway SIGKILLed   a new one comes up and re-attaches every networked
+                      sandbox within a few sweeps, with no API call at all
+  lifecycle           pause/resume, suspend/resume, delete: the gateway
+                      serves exactly the live sandboxes, no island is left,
+                      airlockd and the gateway leak no fds
+  concurrent creates  4 at once: all attach, all reach the allowed host,
+                      all detach on delete
+  airlockd SIGKILLed  mid-create: after the restart store and reality agree
+  live changes        PATCH network on a paused (and a suspended) sandbox;
+                      secrets put, changed and deleted while it runs
+
+What the gateway serves is asked on its control socket directly (a second
+client: airlockd is not involved, so the question cannot heal anything).
+"""
+import json, os, signal, socket, subprocess, sys, threading, time, traceback, hashlib
+import secrets as pysecrets
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testnet"))
+from daemon_client import Daemon, ApiError   # noqa: E402
+import testnet                                # noqa: E402
+
+failures = []
+passed = 0
+
+def check(name, cond, detail=""):
+    global passed
+    if cond:
+        passed += 1
+        print(f"ok   {name}", flush=True)
+    else:
+        failures.append(name)
+        print(f"FAIL {name} {detail}", flush=True)
+
+N = testnet.name
+ALLOWED, UNLISTED = N("allowed"), N("unlisted")
+SWEEP_S = 2
+RUN = pysecrets.token_hex(4)     # in every request path: others may share the test internet
+NET = {"mode": "allowlist", "allow": [ALLOWED]}
+
+def P(what):
+    return f"/life-{RUN}-{what}"
+
+def C(what):
+    """A /cred path: the echo server logs its headers but answers only their hashes."""
+    return f"/cred-life-{RUN}-{what}"
+
+def sh(c, sid, script, timeout_s=60):
+    code, sig, out, err = c.exec(sid, ["/bin/sh", "-c", script], timeout_s=timeout_s, user="root")
+    return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+def curl_role(c, sid, url, extra=""):
+    """The echo server's role for url, or the curl failure."""
+    code, out, err = sh(c, sid, f"curl -sS --max-time 20 {extra} {url}")
+    try:
+        return json.loads(out).get("role")
+    except ValueError:
+        return f"curl {code}: {err.strip()[:200]}"
+
+def gw_ctl(d, req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    try:
+        s.connect(os.path.join(d.dir, "run", "gateway.sock"))
+        s.send(json.dumps(req).encode())
+        return json.loads(s.recv(1 << 20))
+    finally:
+        s.close()
+
+def served(d):
+    """The sandbox ids the daemon's gateway serves, None if none answers."""
+    try:
+        return set(gw_ctl(d, {"op": "stats"})["sandboxes"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+def island(sid):
+    return os.path.exists(f"/run/netns/airlock-{sid}")
+
+def nfds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+def settled_fds(pid, want, wait_s=10):
+    """Its fd count, given time to drop to want (closing API connections lag a little)."""
+    n = nfds(pid)
+    end = time.time() + wait_s
+    while n > want and time.time() < end:
+        time.sleep(0.2)
+        n = nfds(pid)
+    return n
+
+def procs_naming(sid):
+    """Processes (a VMM) whose command line names the sandbox."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if sid.encode() in f.read():
+                    out.append(int(p))
+        except OSError:
+            pass
+    return out
+
+def audit_mark(d):
+    try:
+        return os.path.getsize(os.path.join(d.dir, "audit", "audit.log"))
+    except OSError:
+        return 0
+
+def audit_since(d, mark):
+    try:
+        with open(os.path.join(d.dir, "audit", "audit.log"), "rb") as f:
+            f.seek(mark)
+            data = f.read()
+    except OSError:
+        return []
+    out = []
+    for line in data.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+def create(c, network=NET):
+    sb = c.call("POST", "/v1/sandboxes", {"network": network})
+    return sb["id"], sb["state"]
+
+def wait_for(pred, timeout_s, step=0.3):
+    end = time.time() + timeout_s
+    while True:
+        v = pred()
+        if v or time.time() >= end:
+            return v
+        time.sleep(step)
+
+# --- 1. the gateway is SIGKILLed under running sandboxes ---------------------
+
+def test_gateway_killed(d, c):
+    a, _ = create(c)
+    b, _ = create(c)
+    check("two networked sandboxes attached", served(d) == {a, b}, served(d))
+    script = (f"while true; do curl -s --max-time 3 -o /dev/null -w '%{{http_code}}\\n' "
+              f"https://{ALLOWED}{P('bg')} >> /tmp/bg.log; sleep 0.3; done\n")
+    c.raw("PUT", f"/v1/sandboxes/{a}/files?path=/tmp/bg.sh", script.encode())
+    sh(c, a, "nohup sh /tmp/bg.sh >/dev/null 2>&1 &")
+    time.sleep(2)
+    _, before, _ = sh(c, a, "wc -l < /tmp/bg.log")
+    fds = settled_fds(d.proc.pid, 0, 1)
+    old = d.gateway_pids()
+    check("one gateway before", len(old) == 1, old)
+
+    # From here until the gateway is back: no API call at all.
+    mark = audit_mark(d)
+    os.kill(old[0], signal.SIGKILL)
+    killed = time.time()
+    back = wait_for(lambda: (lambda p: len(p) == 1 and p != old and served(d) == {a, b})(
+        d.gateway_pids()), 3 * SWEEP_S + 10)
+    check(f"a new gateway serves both sandboxes within 3 sweeps ({SWEEP_S} s) of the kill, "
+          "with no API call", back, (old, d.gateway_pids(), served(d)))
+    if back:
+        print(f"     (re-attached after {time.time() - killed:.1f} s)", flush=True)
+    time.sleep(8)       # a few more of the guest's requests (TLS under TCG: ~1 s each)
+    check("exactly one gateway process", len(d.gateway_pids()) == 1 and d.gateway_pids() != old,
+          (old, d.gateway_pids()))
+
+    n = settled_fds(d.proc.pid, fds)
+    check("airlockd's fds are back where they were (the dead gateway's connection closed)",
+          n == fds, f"{fds} → {n}")
+    _, out, _ = sh(c, a, "cat /tmp/bg.log; pkill -f bg.sh; true")
+    after = out.split()[int(before.strip() or 0):]
+    check("the guest's own request loop works again after the kill (last requests 200)",
+          len(after) >= 3 and after[-3:] == ["200"] * 3, after[-20:])
+    recs = [r for r in audit_since(d, mark) if r.get("sandbox") == a and r.get("path") == P("bg")
+            and r.get("decision") == "allow"]
+    check("audit continues: the new gateway logged the guest's requests", len(recs) >= 2,
+          len(recs))
+    check("the other sandbox reaches the allowed host again",
+          curl_role(c, b, f"https://{ALLOWED}{P('b')}") == "allowed")
+    for sid in (a, b):
+        c.call("DELETE", f"/v1/sandboxes/{sid}")
+    check("deleted: the gateway serves nothing, no island left",
+          served(d) == set() and not island(a) and not island(b), served(d))
+
+# --- 2. suspend/resume, pause/resume, delete: exactly the live ones --------
+
+def test_lifecycle(d, c):
+    keep, _ = create(c)         # another live sandbox, served throughout
+    sid, _ = create(c)
+    gw = d.gateway_pids()
+    check("attached", served(d) == {keep, sid}, served(d))
+    base = settled_fds(d.proc.pid, 0, 1)
+    gw_base = nfds(gw[0]) if gw else -1
+    for i in range(2):
+        c.call("POST", f"/v1/sandboxes/{sid}/pause", {})
+        check(f"[{i}] paused: still served (it resumes into the same island)",
+              served(d) == {keep, sid} and island(sid), served(d))
+        c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+        check(f"[{i}] pause → resume: egress works",
+              curl_role(c, sid, f"https://{ALLOWED}{P('pr')}") == "allowed")
+        c.call("POST", f"/v1/sandboxes/{sid}/suspend", {})
+        check(f"[{i}] suspended: detached, its island removed",
+              served(d) == {keep} and not island(sid), (served(d), island(sid)))
+        c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+        check(f"[{i}] suspend → resume: attached again, egress works",
+              served(d) == {keep, sid} and island(sid) and
+              curl_role(c, sid, f"https://{ALLOWED}{P('sr')}") == "allowed", served(d))
+    n = settled_fds(d.proc.pid, base)
+    check("airlockd leaks no fds over pause/resume and suspend/resume cycles", n == base,
+          f"{base} → {n}")
+    n = settled_fds(gw[0], gw_base) if gw else -2
+    check("the gateway leaks no fds over the cycles", n == gw_base, f"{gw_base} → {n}")
+    check("still the same gateway", d.gateway_pids() == gw, (gw, d.gateway_pids()))
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+    check("deleted: detached, island gone, the other still served",
+          served(d) == {keep} and not island(sid), served(d))
+    c.call("DELETE", f"/v1/sandboxes/{keep}")
+    check("all deleted: the gateway serves nothing", served(d) == set() and not island(keep),
+          served(d))
+
+# --- 3. concurrent networked creates ---------------------------------------
+
+def test_concurrent(d, c):
+    res, errs = [], []
+
+    def one():
+        try:
+            res.append(create(c))
+        except Exception as e:      # noqa: BLE001
+            errs.append(repr(e))
+    ts = [threading.Thread(target=one) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ids = [sid for sid, st in res if st == "running"]
+    check("4 concurrent networked creates all running", len(ids) == 4, (res, errs))
+    check("... all attached", served(d) == set(ids), (served(d), ids))
+    for sid in ids:
+        check(f"... {sid} reaches the allowed host",
+              curl_role(c, sid, f"https://{ALLOWED}{P('conc')}") == "allowed")
+    ts = [threading.Thread(target=c.call, args=("DELETE", f"/v1/sandboxes/{sid}")) for sid in ids]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check("... all detached on delete, no island left",
+          served(d) == set() and not any(island(s) for s in ids), served(d))
+
+# --- 4. airlockd SIGKILLed in the middle of a networked create ------------
+
+def test_killed_mid_create(d, c):
+    keep, _ = create(c)
+    box = {}
+
+    def post():
+        try:
+            box["sb"] = c.call("POST", "/v1/sandboxes", {"network": NET})
+        except Exception as e:      # noqa: BLE001
+            box["err"] = repr(e)
+    t = threading.Thread(target=post)
+    t.start()
+    sid = wait_for(lambda: next((s["id"] for s in c.call("GET", "/v1/sandboxes")["sandboxes"]
+                                 if s["state"] == "creating"), None), 30, 0.05)
+    check("a networked create in flight", sid is not None, box)
+    # Attached before the guest runs: once the island is there, the gateway has it.
+    wait_for(lambda: island(sid) and sid in (served(d) or ()), 30, 0.05)
+    check("... its island exists and the gateway serves it", island(sid) and
+          sid in (served(d) or ()), served(d))
+    gw = d.gateway_pids()
+    d.kill(signal.SIGKILL)
+    t.join(60)
+    c = d.start()
+    sb = c.call("GET", f"/v1/sandboxes/{sid}")
+    print(f"     (after the restart: {sb['state']}: {sb.get('error')})", flush=True)
+    check("the same gateway outlived airlockd", d.gateway_pids() == gw, (gw, d.gateway_pids()))
+    if sb["state"] == "running":
+        check("the interrupted create runs and is served",
+              island(sid) and served(d) == {keep, sid} and
+              curl_role(c, sid, f"https://{ALLOWED}{P('mid')}") == "allowed", served(d))
+    else:
+        check("the interrupted create failed", sb["state"] == "failed", sb)
+        check("... no stale attach for it in the gateway", served(d) == {keep}, served(d))
+        check("... no orphan island", not island(sid))
+        check("... no VMM left", not procs_naming(sid), procs_naming(sid))
+    check("the adopted sandbox still reaches the allowed host",
+          curl_role(c, keep, f"https://{ALLOWED}{P('keep')}") == "allowed")
+
+    # Both gone at once: the restarted airlockd starts a gateway and re-attaches.
+    gw = d.gateway_pids()
+    d.kill(signal.SIGKILL)
+    for pid in gw:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not d.gateway_pids(), 10)
+    c = d.start()
+    check("airlockd and the gateway both SIGKILLed: after the restart one new gateway "
+          "serves the adopted sandbox", len(d.gateway_pids()) == 1 and d.gateway_pids() != gw
+          and served(d) == {keep} and c.call("GET", f"/v1/sandboxes/{keep}")["state"] == "running",
+          (gw, d.gateway_pids(), served(d)))
+    check("... and it reaches the allowed host",
+          curl_role(c, keep, f"https://{ALLOWED}{P('both')}") == "allowed")
+    for s in (sid, keep):
+        try:
+            c.call("DELETE", f"/v1/sandboxes/{s}")
+        except ApiError as e:
+            check(f"delete {s}", False, e)
+    check("all deleted: the gateway serves nothing", served(d) == set(), served(d))
+    return c
+
+# --- 5. PATCH network while paused/suspended; secrets while running --------
+
+def cred_seen(logs, mark, what):
+    """The X-Life header values the allowed server received for this run's path."""
+    return [v for r in logs.since(mark, "allowed") if r.get("path") == C(what)
+            for k, v in r.get("headers", []) if k.lower() == "x-life"]
+
+def test_live_changes(d, c, logs):
+    sid, _ = create(c)
+    c.call("POST", f"/v1/sandboxes/{sid}/pause", {})
+    c.call("PATCH", f"/v1/sandboxes/{sid}", {"network": {"mode": "allowlist",
+                                                          "allow": [ALLOWED, UNLISTED]}})
+    net = c.call("GET", f"/v1/sandboxes/{sid}").get("network", {})
+    check("PATCH network on a paused sandbox is stored", UNLISTED in net.get("allow", []), net)
+    c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+    check("... and applies once it resumes (unlisted host now reachable)",
+          curl_role(c, sid, f"https://{UNLISTED}{P('patched')}") == "unlisted")
+    c.call("POST", f"/v1/sandboxes/{sid}/suspend", {})
+    c.call("PATCH", f"/v1/sandboxes/{sid}", {"network": NET})
+    c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+    check("PATCH network on a suspended sandbox applies on resume (unlisted refused again)",
+          curl_role(c, sid, f"https://{UNLISTED}{P('unpatched')}") != "unlisted")
+
+    vals = ["v%d-%s" % (i, pysecrets.token_hex(8)) for i in range(3)]
+    hdr = "-H 'X-Life: airlock:LIFE_TOKEN'"
+
+    def put(v):
+        c.call("PUT", "/v1/secrets/LIFE_TOKEN", {"value": v, "hosts": [ALLOWED],
+               "header": "X-Life", "format": "{value}", "scope": "global"})
+
+    put(vals[0])
+    m = logs.mark()
+    code, out, err = sh(c, sid, f"curl -sS --max-time 20 {hdr} https://{ALLOWED}{C('1')}")
+    check("a secret put while the sandbox runs is injected on its next request",
+          cred_seen(logs, m, "1") == [vals[0]], (cred_seen(logs, m, "1"), out, err))
+    check("... the guest only sees a hash of it",
+          vals[0] not in out and hashlib.sha256(vals[0].encode()).hexdigest() in out, out)
+    put(vals[1])
+    m = logs.mark()
+    sh(c, sid, f"curl -sS --max-time 20 {hdr} https://{ALLOWED}{C('2')}")
+    check("a changed secret: the new value on the next request, not the old",
+          cred_seen(logs, m, "2") == [vals[1]], cred_seen(logs, m, "2"))
+    c.call("POST", f"/v1/sandboxes/{sid}/pause", {})
+    put(vals[2])
+    c.call("POST", f"/v1/sandboxes/{sid}/resume", {})
+    m = logs.mark()
+    sh(c, sid, f"curl -sS --max-time 20 {hdr} https://{ALLOWED}{C('3')}")
+    check("a secret changed while paused: the new value after resume",
+          cred_seen(logs, m, "3") == [vals[2]], cred_seen(logs, m, "3"))
+    c.call("DELETE", "/v1/secrets/LIFE_TOKEN?scope=global")
+    m = logs.mark()
+    sh(c, sid, f"curl -sS --max-time 20 {hdr} https://{ALLOWED}{C('4')}")
+    check("a deleted secret is no longer injected",
+          not any(v.encode() in logs.raw_since(m) for v in vals), cred_seen(logs, m, "4"))
+    check("the sandbox was never recreated (same gateway attach, same id served)",
+          served(d) == {sid}, served(d))
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+def main():
+    binary = sys.argv[1]
+    root = os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
+    gwbin = os.path.join(os.path.dirname(os.path.dirname(binary)), "gateway", "airlock-gateway")
+    if not os.access(gwbin, os.X_OK):
+        print("skip: airlock-gateway not built")
+        return 77
+    with testnet.exclusive():
+        testnet.acquire()
+        try:
+            return run(binary, root)
+        finally:
+            testnet.release()
+
+def run(binary, root):
+    tp = testnet.paths()
+    logs = testnet.Logs()
+    d = Daemon(binary, root)
+    only = set(os.environ.get("LIFE_ONLY", "").split(",")) - {""}
+    try:
+        c = d.start({"AIRLOCK_GATEWAY_NETNS": "/run/netns/" + testnet.NS_UP,
+                     "AIRLOCK_GATEWAY_RESOLVER": testnet.ADDR["dns"],
+                     "AIRLOCK_GATEWAY_UPSTREAM_CA": tp["ca"],
+                     "AIRLOCK_SWEEP_INTERVAL_S": str(SWEEP_S)})
+        for name, fn in (("gateway killed", lambda: test_gateway_killed(d, c)),
+                         ("lifecycle", lambda: test_lifecycle(d, c)),
+                         ("concurrent", lambda: test_concurrent(d, c)),
+                         ("live changes", lambda: test_live_changes(d, c, logs)),
+                         ("airlockd killed mid-create", lambda: test_killed_mid_create(d, c))):
+            if only and name not in only:
+                continue
+            print(f"-- {name}", flush=True)
+            try:
+                r = fn()
+                if name == "airlockd killed mid-create":
+                    c = r
+            except Exception as e:      # noqa: BLE001
+                traceback.print_exc()
+                check(f"{name} raised no exception", False, repr(e))
+            if d.proc is None:          # a section left the daemon down
+                c = d.start()
+        d.kill(signal.SIGTERM)
+        report = d.sanitizer_report()
+        check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
+        wait_for(lambda: not d.gateway_pids(), 30, 0.1)
+        check("the gateway exited with airlockd's graceful shutdown", not d.gateway_pids(),
+              d.gateway_pids())
+        gwlog = open(os.path.join(d.dir, "logs", "gateway.log"), errors="replace").read()
+        bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+               if m in gwlog]
+        check("the gateway ran clean under ASan/UBSan/LSan", not bad, gwlog[-3000:])
+    finally:
+        if failures:
+            print("airlockd log tail:\n" + d.logtail(8000), flush=True)
+            try:
+                print("gateway log tail:\n" +
+                      open(os.path.join(d.dir, "logs", "gateway.log")).read()[-4000:])
+            except OSError:
+                pass
+        d.cleanup()
+    print(f"{passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
