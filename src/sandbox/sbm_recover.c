@@ -222,10 +222,22 @@ recover_orphans(struct sbm *m)
 	if ((d = opendir(NET_NETNS_DIR)) != NULL) {
 		size_t plen = strlen(NET_NETNS_PREFIX);
 		while ((de = readdir(d)) != NULL) {
+			uid_t uid;
+
 			if (strncmp(de->d_name, NET_NETNS_PREFIX, plen) != 0 ||
 			    !is_sandbox_id(de->d_name + plen) ||
 			    sbm_find(m, de->d_name + plen, NULL) != NULL)
 				continue;
+			/*
+			 * /run/netns is host-wide: an island with neither a record nor a
+			 * uid claim in this data dir belongs to another airlockd (a second
+			 * instance with its own data dir), never to us: ours always have
+			 * a record first and lose the island before the record.
+			 */
+			if (!find_uid(de->d_name + plen, &uid)) {
+				log_info("recover: leaving island %s (not this data dir's)", de->d_name);
+				continue;
+			}
 			log_info("recover: removing orphan island %s", de->d_name);
 			sbm_cleanup_host(de->d_name + plen);
 		}
