@@ -31,6 +31,7 @@ struct egress_gw {
 	int			 fd;
 	long			 pid;
 	int64_t			 seq;
+	int			 hung;	/* the last call got no reply in time */
 };
 
 static void egress_watch_cb(evutil_socket_t, short, void *);
@@ -126,6 +127,7 @@ egress_call_raw(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, j
 	int rc;
 
 	*out = NULL;
+	g->hung = 0;
 	json_object_set_new(req, "seq", json_integer(seq));
 	if (g->fd == -1) {
 		cause_set(cause, "not connected");
@@ -138,6 +140,7 @@ egress_call_raw(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, j
 
 		if (now >= deadline) {
 			cause_set(cause, "no reply within %d ms", EGRESS_GW_CALL_MS);
+			g->hung = 1;
 			return EGRESS_BROKEN;
 		}
 		rc = poll(&pfd, 1, (int)(deadline - now));
@@ -313,6 +316,37 @@ egress_gw_open(struct egress_gw *g, json_t **ids, char **cause)
 }
 
 /* Reconnect, starting a new gateway if it is gone; a new, empty one gets the restart hook. */
+/*
+ * A gateway that holds its control socket but answers nothing (stopped,
+ * livelocked) would keep every call waiting for its deadline and never be
+ * replaced: kill it, if the pid still is the gateway of this socket.
+ */
+static void
+egress_kill_hung(struct egress_gw *g)
+{
+	char path[64], *cmd = NULL;
+	size_t len = 0;
+	int ours = 0;
+
+	if (g->pid <= 0)
+		return;
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", g->pid);
+	if (read_file(path, 1 << 16, &cmd, &len, NULL) == 0) {
+		for (size_t i = 0; i < len; i += strlen(cmd + i) + 1)
+			if (strcmp(cmd + i, g->cfg.ctl_path) == 0)
+				ours = 1;
+	}
+	free(cmd);
+	if (!ours)
+		return;
+	log_warnx("gateway: airlock-gateway pid %ld does not answer; killing it", g->pid);
+	kill((pid_t)g->pid, SIGKILL);
+	/* Not our child (double fork): wait for /proc to let go, briefly. */
+	for (int i = 0; i < 100 && access(path, F_OK) == 0; i++)
+		usleep(10 * 1000);
+	egress_close(g);
+}
+
 static int
 egress_reopen(struct egress_gw *g, char **cause)
 {
@@ -363,6 +397,34 @@ egress_gw_check(struct egress_gw *g, char **cause)
 	return egress_reopen(g, cause);
 }
 
+int
+egress_gw_ping(struct egress_gw *g, char **cause)
+{
+	json_t *req, *reply;
+	char *why = NULL;
+	int rc;
+
+	if (!egress_alive(g))
+		return egress_gw_check(g, cause);
+	egress_unwatch(g);
+	req = json_pack("{s:s}", "op", "hello");
+	rc = egress_call_raw(g, req, NULL, 0, &reply, &why);
+	json_decref(req);
+	json_decref(reply);
+	if (rc == 0 || rc == EGRESS_REFUSED) {
+		free(why);
+		egress_watch(g);
+		return 0;
+	}
+	log_warnx("gateway: health check: %s", why);
+	free(why);
+	if (g->hung)
+		egress_kill_hung(g);
+	else
+		egress_close(g);
+	return egress_reopen(g, cause);
+}
+
 static void
 egress_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -400,6 +462,8 @@ egress_call(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, char 
 	if (g->fd != -1)
 		log_warnx("gateway: %s; reconnecting", why);
 	free(why);
+	if (g->hung)
+		egress_kill_hung(g);
 	if (egress_reopen(g, cause) == -1)
 		return NULL;
 	return egress_call_fd(g, req, fds, nfds, cause);

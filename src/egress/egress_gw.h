@@ -66,6 +66,12 @@ json_t *egress_gw_stats(struct egress_gw *, const char *id, char **cause);
  * caller re-attaches.
  */
 int egress_gw_restart(struct egress_gw *, char **cause);
+/*
+ * Health check (the sweep): a hello must be answered within the call
+ * deadline; a gateway that is gone is replaced, one that hangs is killed
+ * and replaced (the restart hook re-attaches). 0 / -1 with cause.
+ */
+int egress_gw_ping(struct egress_gw *, char **cause);
 /* Ask the gateway to exit (graceful airlockd shutdown with nothing attached). */
 void egress_gw_shutdown(struct egress_gw *);
 void egress_gw_free(struct egress_gw *);

@@ -272,8 +272,11 @@ sbm_egress_maintain(struct sbm_egress *e)
 
 	if (e->gw == NULL)
 		return;
-	/* A gateway that died unnoticed, or could not be restarted then: once per sweep. */
-	if (egress_gw_check(e->gw, &cause) == -1) {
+	/*
+	 * Once per sweep: a gateway that died unnoticed or could not be
+	 * restarted then, or one that hangs (answers no hello), is replaced.
+	 */
+	if (egress_gw_ping(e->gw, &cause) == -1) {
 		log_warnx("gateway: %s", cause);
 		free(cause);
 		cause = NULL;

@@ -191,6 +191,30 @@ def test_gateway_killed(d, c):
     check("deleted: the gateway serves nothing, no island left",
           served(d) == set() and not island(a) and not island(b), served(d))
 
+def test_gateway_hung(d, c):
+    """A stopped gateway keeps its socket open but answers nothing: the
+    sweep's health check must kill it and start a new one."""
+    a, _ = create(c)
+    check("a networked sandbox attached", served(d) == {a}, served(d))
+    old = d.gateway_pids()
+    os.kill(old[0], signal.SIGSTOP)
+    try:
+        back = wait_for(lambda: (lambda p: len(p) == 1 and p != old)(d.gateway_pids()),
+                        3 * SWEEP_S + 20)
+    finally:
+        for pid in old:     # if it still exists, let it die normally
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+    check("a hung (stopped) gateway is killed and replaced by the sweep's health check",
+          back, (old, d.gateway_pids()))
+    check("... and the new one serves the sandbox", wait_for(lambda: served(d) == {a}, 10),
+          served(d))
+    check("... which reaches the allowed host again",
+          curl_role(c, a, f"https://{ALLOWED}{P('hung')}") == "allowed")
+    c.call("DELETE", f"/v1/sandboxes/{a}")
+
 # --- 2. suspend/resume, pause/resume, delete: exactly the live ones --------
 
 def test_lifecycle(d, c):
@@ -399,6 +423,7 @@ def run(binary, root):
                      "AIRLOCK_GATEWAY_UPSTREAM_CA": tp["ca"],
                      "AIRLOCK_SWEEP_INTERVAL_S": str(SWEEP_S)})
         for name, fn in (("gateway killed", lambda: test_gateway_killed(d, c)),
+                         ("gateway hung", lambda: test_gateway_hung(d, c)),
                          ("lifecycle", lambda: test_lifecycle(d, c)),
                          ("concurrent", lambda: test_concurrent(d, c)),
                          ("live changes", lambda: test_live_changes(d, c, logs)),
