@@ -522,7 +522,9 @@ def test_adopt(d, c):
     airlockd adopts both live VMs (no new QEMU), states and guests intact."""
     a = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})["id"]
     b = c.call("POST", "/v1/sandboxes", {"memory_mb": 256})["id"]
-    c.exec(a, ["sh", "-c", "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done' >/dev/null 2>&1 &"])
+    # Written by rename: a reader never sees the file truncated between two values.
+    c.exec(a, ["sh", "-c", "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
+               "mv /tmp/counter.new /tmp/counter; sleep 0.2; done' >/dev/null 2>&1 &"])
     c.exec(a, ["sh", "-c", "echo adopt-marker-before > /dev/console"], user="root")
     c.exec(b, ["sh", "-c", "echo kept-b > /home/user/kept"])
     check("pause the second sandbox", c.call("POST", f"/v1/sandboxes/{b}/pause")["state"] == "paused")
