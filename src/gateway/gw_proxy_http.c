@@ -258,11 +258,15 @@ gw_http_in_event_cb(struct bufferevent *bev, short what, void *arg)
 		gw_conn_close(c, "guest idle or not reading");
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && h->req == REQ_DONE && h->resp != RESP_NONE) {
-		/* Half-closed after a complete request: answer, then close. */
+	if ((what & BEV_EVENT_EOF) && ((h->req == REQ_DONE && h->resp != RESP_NONE) ||
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)) {
+		/*
+		 * Half-closed after its request(s): answer what is complete (also
+		 * requests still buffered behind a response in flight), then close.
+		 */
 		h->guest_eof = 1;
-		h->close_after = 1;
 		bufferevent_disable(bev, EV_READ);
+		gw_http_guest(c);
 		return;
 	}
 	gw_conn_close(c, (what & BEV_EVENT_EOF) ? "guest closed" : "guest connection error");
@@ -449,6 +453,12 @@ gw_http_guest(struct gw_conn *c)
 			break;
 		}
 	}
+	/* Half-closed: once nothing complete is left to answer, the connection ends. */
+	if (!c->closed && c->state == GW_CONN_HTTP && c->http->guest_eof &&
+	    ((c->http->req == REQ_HEAD && c->http->resp == RESP_NONE) ||
+	    (c->http->req == REQ_BODY &&
+	    evbuffer_get_length(bufferevent_get_input(c->in)) == 0)))
+		gw_conn_finish(c, "guest closed");
 }
 
 /* 101 to a WebSocket request: from here on both directions are spliced. */

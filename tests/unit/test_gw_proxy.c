@@ -199,6 +199,13 @@ srv_respond(struct peer *p, const struct http_head *h, const char *body, size_t 
 		peer_write(p, r, strlen(r));
 		return;
 	}
+	if (strcmp(t, "/slow") == 0) {
+		/* Answer late: a guest's next request and FIN arrive while this is in flight. */
+		const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow";
+		usleep(300 * 1000);
+		peer_write(p, r, strlen(r));
+		return;
+	}
 	if (strcmp(t, "/extra") == 0) {
 		/* A response followed by bytes nobody asked for. */
 		const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -776,6 +783,24 @@ g_pipeline_halfclose(void *arg)
 	shutdown(p->fd, SHUT_WR);
 	CHECK(exchange(p, NULL, &body) == 200);
 	CHECK_STR(body, "hello /c");
+	free(body);
+	CHECK(closed(p));
+	peer_close(p);
+
+	/*
+	 * A request pipelined behind one whose answer is still in flight,
+	 * then a half-close: both are answered, in order, then the close.
+	 */
+	p = guest_plain(80);
+	peer_write(p, "GET /slow HTTP/1.1\r\nHost: api.test\r\n\r\n", 38);
+	usleep(100 * 1000);
+	peer_write(p, "GET /d HTTP/1.1\r\nHost: api.test\r\n\r\n", 35);
+	shutdown(p->fd, SHUT_WR);
+	CHECK(exchange(p, NULL, &body) == 200);
+	CHECK_STR(body, "slow");
+	free(body);
+	CHECK(exchange(p, NULL, &body) == 200);
+	CHECK_STR(body, "hello /d");
 	free(body);
 	CHECK(closed(p));
 	peer_close(p);
