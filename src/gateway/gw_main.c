@@ -60,6 +60,23 @@ usage(void)
 	exit(2);
 }
 
+/*
+ * A number option, strictly: "--uid abc" read as 0 would mean running as
+ * root instead of the intended user.
+ */
+static long long
+gw_opt_num(const char *opt, const char *s, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *s == '\0' || *end != '\0' || v < min || v > max)
+		fatalx("%s: \"%s\" is not a number in %lld..%lld", opt, s, min, max);
+	return v;
+}
+
 /* Enter the upstream netns before anything opens a socket: every dial leaves from there. */
 static void
 gw_enter_netns(const char *path)
@@ -215,10 +232,13 @@ main(int argc, char **argv)
 		case 'U': gw.cfg.upstream_ca = optarg; break;
 		case 'r': gw.cfg.resolver = optarg; break;
 		case 'n': gw.cfg.netns = optarg; break;
-		case 'u': uid = strtol(optarg, NULL, 10); break;
-		case 'g': gid = strtol(optarg, NULL, 10); break;
-		case 'm': gw.cfg.audit_max_bytes = strtoull(optarg, NULL, 10); break;
-		case 'k': gw.cfg.audit_keep = atoi(optarg); break;
+		case 'u': uid = gw_opt_num("--uid", optarg, 0, 0x7fffffff); break;
+		case 'g': gid = gw_opt_num("--gid", optarg, 0, 0x7fffffff); break;
+		case 'm':
+			gw.cfg.audit_max_bytes = (uint64_t)gw_opt_num("--audit-max-bytes", optarg,
+			    4096, (long long)1 << 40);
+			break;
+		case 'k': gw.cfg.audit_keep = (int)gw_opt_num("--audit-keep", optarg, 1, 100); break;
 		case 'j': log_set_json(1); break;
 		case 'd': debug = 1; break;
 		default: usage();
