@@ -16,25 +16,13 @@ real daemon, against the test internet (tests/testnet):
 What the gateway serves is asked on its control socket directly (a second
 client: airlockd is not involved, so the question cannot heal anything).
 """
-import json, os, signal, socket, subprocess, sys, threading, time, traceback, hashlib
+import json, os, signal, socket, subprocess, sys, threading, time, hashlib
 import secrets as pysecrets
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testnet"))
 from daemon_client import Daemon, ApiError   # noqa: E402
+from egress_harness import check, sh, wait_for, gateway_env, run_sections, finish, report
+import egress_harness
 import testnet                                # noqa: E402
-
-failures = []
-passed = 0
-
-def check(name, cond, detail=""):
-    global passed
-    if cond:
-        passed += 1
-        print(f"ok   {name}", flush=True)
-    else:
-        failures.append(name)
-        print(f"FAIL {name} {detail}", flush=True)
 
 N = testnet.name
 ALLOWED, UNLISTED = N("allowed"), N("unlisted")
@@ -48,10 +36,6 @@ def P(what):
 def C(what):
     """A /cred path: the echo server logs its headers but answers only their hashes."""
     return f"/cred-life-{RUN}-{what}"
-
-def sh(c, sid, script, timeout_s=60):
-    code, sig, out, err = c.exec(sid, ["/bin/sh", "-c", script], timeout_s=timeout_s, user="root")
-    return code, out.decode(errors="replace"), err.decode(errors="replace")
 
 def curl_role(c, sid, url, extra=""):
     """The echo server's role for url, or the curl failure."""
@@ -134,14 +118,6 @@ def audit_since(d, mark):
 def create(c, network=NET):
     sb = c.call("POST", "/v1/sandboxes", {"network": network})
     return sb["id"], sb["state"]
-
-def wait_for(pred, timeout_s, step=0.3):
-    end = time.time() + timeout_s
-    while True:
-        v = pred()
-        if v or time.time() >= end:
-            return v
-        time.sleep(step)
 
 # --- 1. the gateway is SIGKILLed under running sandboxes ---------------------
 
@@ -398,69 +374,33 @@ def test_live_changes(d, c, logs):
           served(d) == {sid}, served(d))
     c.call("DELETE", f"/v1/sandboxes/{sid}")
 
-def main():
-    binary = sys.argv[1]
-    root = os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
-    gwbin = os.path.join(os.path.dirname(os.path.dirname(binary)), "gateway", "airlock-gateway")
-    if not os.access(gwbin, os.X_OK):
-        print("skip: airlock-gateway not built")
-        return 77
-    with testnet.exclusive():
-        testnet.acquire()
-        try:
-            return run(binary, root)
-        finally:
-            testnet.release()
-
 def run(binary, root):
-    tp = testnet.paths()
     logs = testnet.Logs()
     d = Daemon(binary, root)
     only = set(os.environ.get("LIFE_ONLY", "").split(",")) - {""}
+    st = {}
+
+    def mid_create():
+        st["c"] = test_killed_mid_create(d, st["c"])    # the client of the restarted daemon
+
+    def revive():
+        if d.proc is None:          # a section left the daemon down
+            st["c"] = d.start()
+
+    sections = (("gateway killed", lambda: test_gateway_killed(d, st["c"])),
+                ("gateway hung", lambda: test_gateway_hung(d, st["c"])),
+                ("lifecycle", lambda: test_lifecycle(d, st["c"])),
+                ("concurrent", lambda: test_concurrent(d, st["c"])),
+                ("live changes", lambda: test_live_changes(d, st["c"], logs)),
+                ("airlockd killed mid-create", mid_create))
     try:
-        c = d.start({"AIRLOCK_GATEWAY_NETNS": "/run/netns/" + testnet.NS_UP,
-                     "AIRLOCK_GATEWAY_RESOLVER": testnet.ADDR["dns"],
-                     "AIRLOCK_GATEWAY_UPSTREAM_CA": tp["ca"],
-                     "AIRLOCK_SWEEP_INTERVAL_S": str(SWEEP_S)})
-        for name, fn in (("gateway killed", lambda: test_gateway_killed(d, c)),
-                         ("gateway hung", lambda: test_gateway_hung(d, c)),
-                         ("lifecycle", lambda: test_lifecycle(d, c)),
-                         ("concurrent", lambda: test_concurrent(d, c)),
-                         ("live changes", lambda: test_live_changes(d, c, logs)),
-                         ("airlockd killed mid-create", lambda: test_killed_mid_create(d, c))):
-            if only and name not in only:
-                continue
-            print(f"-- {name}", flush=True)
-            try:
-                r = fn()
-                if name == "airlockd killed mid-create":
-                    c = r
-            except Exception as e:      # noqa: BLE001
-                traceback.print_exc()
-                check(f"{name} raised no exception", False, repr(e))
-            if d.proc is None:          # a section left the daemon down
-                c = d.start()
-        d.kill(signal.SIGTERM)
-        report = d.sanitizer_report()
-        check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
-        wait_for(lambda: not d.gateway_pids(), 30, 0.1)
-        check("the gateway exited with airlockd's graceful shutdown", not d.gateway_pids(),
-              d.gateway_pids())
-        gwlog = open(os.path.join(d.dir, "logs", "gateway.log"), errors="replace").read()
-        bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-               if m in gwlog]
-        check("the gateway ran clean under ASan/UBSan/LSan", not bad, gwlog[-3000:])
+        st["c"] = d.start(gateway_env(AIRLOCK_SWEEP_INTERVAL_S=str(SWEEP_S)))
+        run_sections([s for s in sections if not only or s[0] in only], after=revive)
+        finish(d)
     finally:
-        if failures:
-            print("airlockd log tail:\n" + d.logtail(8000), flush=True)
-            try:
-                print("gateway log tail:\n" +
-                      open(os.path.join(d.dir, "logs", "gateway.log")).read()[-4000:])
-            except OSError:
-                pass
+        rc = report(d)
         d.cleanup()
-    print(f"{passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return rc
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(egress_harness.main(run))

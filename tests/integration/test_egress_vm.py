@@ -7,34 +7,17 @@ internet's upstream namespace (tests/testnet), never the real one.
 Every check asserts something observable: what the guest got, what reached
 (or never reached) the test internet's servers, and what the audit log says.
 """
-import json, os, secrets, shlex, signal, subprocess, sys, time, traceback
+import json, os, secrets, signal, subprocess, sys, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "testnet"))
 from daemon_client import Daemon, ApiError   # noqa: E402
+from egress_harness import check, sh, gateway_env, run_sections, finish, report
+import egress_harness
 import testnet                                # noqa: E402
-
-failures = []
-passed = 0
-
-def check(name, cond, detail=""):
-    global passed
-    if cond:
-        passed += 1
-        print(f"ok   {name}", flush=True)
-    else:
-        failures.append(name)
-        print(f"FAIL {name} {detail}", flush=True)
 
 N = testnet.name
 ALLOWED, CDN_A, CDN_B = N("allowed"), N("cdn-a"), N("cdn-b")
 FORBIDDEN, UNLISTED, DB = N("forbidden"), N("unlisted"), N("db")
 A = testnet.ADDR
-
-def sh(c, sid, script, timeout_s=60):
-    """Run a shell snippet as root in the guest; (exit code, stdout, stderr) as text."""
-    code, sig, out, err = c.exec(sid, ["/bin/sh", "-c", script], timeout_s=timeout_s, user="root")
-    return code, out.decode(errors="replace"), err.decode(errors="replace")
 
 def curl(c, sid, args):
     return sh(c, sid, "curl -sS --max-time 20 " + args)
@@ -283,69 +266,32 @@ def test_restart(d, c, logs):
     c2.call("DELETE", f"/v1/sandboxes/{sid}")
     return c2
 
-def main():
-    binary = sys.argv[1]
-    root = os.environ.get("AIRLOCK_DATA_DIR", "/var/lib/airlock")
-    gwbin = os.path.join(os.path.dirname(os.path.dirname(binary)), "gateway", "airlock-gateway")
-    if not os.access(gwbin, os.X_OK):
-        print("skip: airlock-gateway not built")
-        return 77
-    # Checks read what reached the test internet: no other test's traffic may mix in.
-    with testnet.exclusive():
-        testnet.acquire()
-        try:
-            return run(binary, root, gwbin)
-        finally:
-            testnet.release()
-
-def run(binary, root, gwbin):
-    tp = testnet.paths()
+def run(binary, root):
     logs = testnet.Logs()
     d = Daemon(binary, root)
     token = "s3cr3t-" + secrets.token_hex(16)
+    st = {}
+
+    def allowlist():
+        sid = test_allowlist(d, st["c"], logs, token)
+        test_secret_never_in_guest(d, st["c"], sid, token)
+
+    def restart():
+        st["c"] = test_restart(d, st["c"], logs)     # the client of the restarted daemon
+
     try:
-        c = d.start({"AIRLOCK_GATEWAY_NETNS": "/run/netns/" + testnet.NS_UP,
-                     "AIRLOCK_GATEWAY_RESOLVER": testnet.ADDR["dns"],
-                     "AIRLOCK_GATEWAY_UPSTREAM_CA": tp["ca"]})
-        c.call("PUT", "/v1/secrets/ECHO_TOKEN", {"value": token, "hosts": [ALLOWED],
-               "header": "Authorization", "format": "Bearer {value}", "scope": "global"})
-        for name, fn in (("allowlist", lambda: test_allowlist(d, c, logs, token)),
-                         ("full", lambda: test_full_mode(d, c, logs)),
-                         ("live policy", lambda: test_live_policy(d, c, logs)),
-                         ("restart", lambda: test_restart(d, c, logs))):
-            print(f"-- {name}", flush=True)
-            try:
-                sid = fn()
-                if name == "allowlist":
-                    test_secret_never_in_guest(d, c, sid, token)
-                if name == "restart":
-                    c = sid       # the client of the restarted daemon
-            except Exception as e:
-                traceback.print_exc()
-                check(f"{name} raised no exception", False, repr(e))
-        d.kill(signal.SIGTERM)
-        report = d.sanitizer_report()
-        check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
-        for _ in range(300):     # the sanitizer build's leak check takes a moment at exit
-            if not d.gateway_pids():
-                break
-            time.sleep(0.1)
-        check("the gateway exited with airlockd's graceful shutdown (nothing attached)",
-              not d.gateway_pids(), d.gateway_pids())
-        gwlog = open(os.path.join(d.dir, "logs", "gateway.log"), errors="replace").read()
-        bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                           "LeakSanitizer has encountered") if m in gwlog]
-        check("the gateway ran clean under ASan/UBSan/LSan", not bad, gwlog[-3000:])
+        st["c"] = d.start(gateway_env())
+        st["c"].call("PUT", "/v1/secrets/ECHO_TOKEN", {"value": token, "hosts": [ALLOWED],
+                     "header": "Authorization", "format": "Bearer {value}", "scope": "global"})
+        run_sections((("allowlist", allowlist),
+                      ("full", lambda: test_full_mode(d, st["c"], logs)),
+                      ("live policy", lambda: test_live_policy(d, st["c"], logs)),
+                      ("restart", restart)))
+        finish(d)
     finally:
-        if failures:
-            print("airlockd log tail:\n" + d.logtail(), flush=True)
-            try:
-                print("gateway log tail:\n" + open(os.path.join(d.dir, "logs", "gateway.log")).read()[-4000:])
-            except OSError:
-                pass
+        rc = report(d)
         d.cleanup()
-    print(f"{passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return rc
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(egress_harness.main(run))
