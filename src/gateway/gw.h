@@ -74,6 +74,7 @@ struct gw_sandbox {
 	struct gw_pins			*pins;		/* names this sandbox resolved (gw_resolve.h) */
 	struct gw_bucket		 req_bucket;	/* policy->rate.rps */
 	struct gw_bucket		 accept_bucket;	/* new connections (GW_ACCEPT_RATE) */
+	uint64_t			 refused_logged_ms; /* last audit line for refused accepts */
 	struct bufferevent_rate_limit_group *bytes_group; /* policy->rate.bps, all conns */
 	struct gw_ratelim		**rule_limits;	/* per rule index of policy (gw_proxy.c) */
 	size_t				 nrule_limits;

@@ -305,7 +305,6 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	TAILQ_FOREACH(c, &sb->conns, entry)
 		n++;
 	if (n >= GW_CONNS_MAX || !gw_bucket_take(&sb->accept_bucket, 1)) {
-		static uint64_t last_ms;
 		struct gw_audit_rec r = { .sandbox = sb->id, .kind = "tcp", .allow = 0,
 		    .reason = n >= GW_CONNS_MAX ? "too many connections" :
 		    "new connections over rate" };
@@ -313,9 +312,12 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 		close(fd);
 		sb->counters.conns++;
 		sb->counters.conns_denied++;
-		/* A guest looping on connect must not flood the audit log: one line a second. */
-		if (gw_now_ms() - last_ms >= 1000) {
-			last_ms = gw_now_ms();
+		/*
+		 * A guest looping on connect must not flood the audit log: one line
+		 * a second, per sandbox (another sandbox's flood hides nothing).
+		 */
+		if (gw_now_ms() - sb->refused_logged_ms >= 1000) {
+			sb->refused_logged_ms = gw_now_ms();
 			gw_audit_log(gw->audit, &r);
 		}
 		return;
