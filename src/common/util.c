@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sys/random.h>
@@ -357,4 +358,13 @@ random_id(char *out, size_t len)
 		out[i] = alphabet[rnd[i] % 36];
 	}
 	out[len] = '\0';
+}
+
+uint64_t
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

@@ -3,6 +3,7 @@
 #define AIRLOCK_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Allocation failure is fatal in host tools: there is no sane partial state. */
@@ -35,5 +36,7 @@ void sha256_hex(const void *data, size_t len, char out[65]);
 /* len random lowercase alphanumerics (out holds len+1), uniform, from getrandom(). */
 void random_id(char *out, size_t len);
 int sha256_file_hex(const char *path, char out[65], char **cause);
+/* Milliseconds on CLOCK_MONOTONIC: deadlines, token buckets, expiries. */
+uint64_t monotonic_ms(void);
 
 #endif

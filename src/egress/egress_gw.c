@@ -103,15 +103,6 @@ egress_connect(const char *path)
 	return fd;
 }
 
-static uint64_t
-egress_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 #define EGRESS_REFUSED	(-1)	/* the gateway answered ok:false */
 #define EGRESS_BROKEN	(-2)	/* no answer: connection gone or stuck */
 
@@ -123,7 +114,7 @@ egress_call_raw(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, j
 	struct pollfd pfd = { .fd = g->fd, .events = POLLIN };
 	json_t *reply = NULL;
 	int64_t seq = ++g->seq;
-	uint64_t deadline = egress_now_ms() + EGRESS_GW_CALL_MS;
+	uint64_t deadline = monotonic_ms() + EGRESS_GW_CALL_MS;
 	int rc;
 
 	*out = NULL;
@@ -136,7 +127,7 @@ egress_call_raw(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, j
 	if (gw_ctl_send(g->fd, req, fds, nfds, cause) == -1)
 		return EGRESS_BROKEN;
 	for (;;) {
-		uint64_t now = egress_now_ms();
+		uint64_t now = monotonic_ms();
 
 		if (now >= deadline) {
 			cause_set(cause, "no reply within %d ms", EGRESS_GW_CALL_MS);
@@ -295,9 +286,9 @@ egress_gw_open(struct egress_gw *g, json_t **ids, char **cause)
 		if (egress_spawn(g, cause) == -1)
 			return -1;
 		started = 1;
-		deadline = egress_now_ms() + EGRESS_GW_START_MS;
+		deadline = monotonic_ms() + EGRESS_GW_START_MS;
 		while ((g->fd = egress_connect(g->cfg.ctl_path)) == -1) {
-			if (egress_now_ms() >= deadline) {
+			if (monotonic_ms() >= deadline) {
 				cause_set(cause, "airlock-gateway did not come up within %d ms (see %s)",
 				    EGRESS_GW_START_MS, g->cfg.log_path);
 				return -1;
@@ -562,7 +553,7 @@ egress_gw_shutdown(struct egress_gw *g)
 int
 egress_gw_restart(struct egress_gw *g, char **cause)
 {
-	uint64_t deadline = egress_now_ms() + EGRESS_GW_START_MS;
+	uint64_t deadline = monotonic_ms() + EGRESS_GW_START_MS;
 	int fd;
 
 	egress_gw_shutdown(g);
@@ -570,7 +561,7 @@ egress_gw_restart(struct egress_gw *g, char **cause)
 	/* Until the old instance has closed its listener, a connect would reach it. */
 	while ((fd = egress_connect(g->cfg.ctl_path)) != -1) {
 		close(fd);
-		if (egress_now_ms() >= deadline) {
+		if (monotonic_ms() >= deadline) {
 			cause_set(cause, "airlock-gateway pid %ld did not stop", g->pid);
 			return -1;
 		}

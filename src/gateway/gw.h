@@ -111,8 +111,6 @@ struct gw {
 };
 
 struct gw_sandbox *gw_sandbox_find(struct gw *, const char *id);
-/* Current time in ms (CLOCK_MONOTONIC), for buckets and pin expiry. */
-uint64_t gw_now_ms(void);
 /* Take one token; 1 if allowed, 0 if the bucket is empty. */
 int gw_bucket_take(struct gw_bucket *, double n);
 void gw_bucket_init(struct gw_bucket *, double rate, double burst);

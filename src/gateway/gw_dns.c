@@ -323,14 +323,14 @@ gw_dns_limited_flush(struct gw_dns *d, int force)
 	struct gw_dns_verdict	 v = { DNS_R_REFUSED, 0, NULL, NULL };
 	char			 reason[64];
 
-	if (d->limited == 0 || (!force && gw_now_ms() - d->limited_ms < 1000))
+	if (d->limited == 0 || (!force && monotonic_ms() - d->limited_ms < 1000))
 		return;
 	snprintf(reason, sizeof reason, "rate limited (%llu queries refused)",
 	    (unsigned long long)d->limited);
 	v.reason = reason;
 	gw_dns_audit_line(d->sb, NULL, 0, &v);
 	d->limited = 0;
-	d->limited_ms = gw_now_ms();
+	d->limited_ms = monotonic_ms();
 }
 
 /*

@@ -145,7 +145,7 @@ gw_pins_add(struct gw_pins *p, const char *name, const struct gw_addrs *a)
 {
 	struct gw_pin		*pin, *old;
 	struct gw_pin_addr	 pa;
-	uint64_t		 now = gw_now_ms(), expires;
+	uint64_t		 now = monotonic_ms(), expires;
 	size_t			 i, k, victim;
 
 	if (a->n == 0)
@@ -220,7 +220,7 @@ gw_pins_has(struct gw_pins *p, const char *name, const struct sockaddr *sa)
 
 	if (gw_pins_key(sa, &family, addr) != 0 || (pin = gw_pins_find(p, name)) == NULL)
 		return 0;
-	if (!gw_pin_has_addr(pin, family, addr, gw_now_ms()))
+	if (!gw_pin_has_addr(pin, family, addr, monotonic_ms()))
 		return 0;
 	/* In use: it is the last name to evict. */
 	TAILQ_REMOVE(&p->lru, pin, lru);
@@ -233,7 +233,7 @@ gw_pins_names_for(struct gw_pins *p, const struct sockaddr *sa, const char **nam
 {
 	struct gw_pin	*pin;
 	uint8_t		 family, addr[16];
-	uint64_t	 now = gw_now_ms();
+	uint64_t	 now = monotonic_ms();
 	size_t		 n = 0;
 
 	if (gw_pins_key(sa, &family, addr) != 0)

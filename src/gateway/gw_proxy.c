@@ -209,7 +209,7 @@ gw_finish_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_conn *c = arg;
 
-	if (gw_now_ms() - c->t_io > GW_FLUSH_SECS * 1000) {
+	if (monotonic_ms() - c->t_io > GW_FLUSH_SECS * 1000) {
 		gw_conn_close(c, "flush deadline");
 		return;
 	}
@@ -239,7 +239,7 @@ gw_conn_finish(struct gw_conn *c, const char *reason)
 	c->resolve = NULL;
 	gw_bev_free(c->out);
 	c->out = NULL;
-	c->t_io = gw_now_ms();
+	c->t_io = monotonic_ms();
 	if (c->timer != NULL)
 		event_free(c->timer);
 	c->timer = evtimer_new(c->sb->gw->base, gw_finish_timer_cb, c);
@@ -316,8 +316,8 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 		 * A guest looping on connect must not flood the audit log: one line
 		 * a second, per sandbox (another sandbox's flood hides nothing).
 		 */
-		if (gw_now_ms() - sb->refused_logged_ms >= 1000) {
-			sb->refused_logged_ms = gw_now_ms();
+		if (monotonic_ms() - sb->refused_logged_ms >= 1000) {
+			sb->refused_logged_ms = monotonic_ms();
 			gw_audit_log(gw->audit, &r);
 		}
 		return;
@@ -325,7 +325,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
 	c->id = ++gw->conn_seq;
-	c->t_start = c->t_io = gw_now_ms();
+	c->t_start = c->t_io = monotonic_ms();
 	c->mode = sb->policy->mode;
 	c->kind = "tcp";
 	TAILQ_INSERT_TAIL(&sb->conns, c, entry);
@@ -694,7 +694,7 @@ static void
 gw_peek_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_conn *c = arg;
-	uint64_t waited = gw_now_ms() - c->t_start;
+	uint64_t waited = monotonic_ms() - c->t_start;
 	struct timeval tv;
 
 	if (c->state == GW_CONN_PEEK &&

@@ -218,7 +218,7 @@ gw_http_out_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
-	    gw_now_ms() - c->t_io < (uint64_t)GW_RESPONSE_SECS * 1000) {
+	    monotonic_ms() - c->t_io < (uint64_t)GW_RESPONSE_SECS * 1000) {
 		/* A long upload: the upstream answers once the body is in. */
 		bufferevent_enable(bev, EV_READ);
 		return;

@@ -17,22 +17,13 @@
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"
 
-uint64_t
-gw_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void
 gw_bucket_init(struct gw_bucket *b, double rate, double burst)
 {
 	b->rate = rate;
 	b->burst = burst > 0 ? burst : (rate > 1 ? rate : 1);
 	b->tokens = b->burst;
-	b->last_ms = gw_now_ms();
+	b->last_ms = monotonic_ms();
 }
 
 int
@@ -42,7 +33,7 @@ gw_bucket_take(struct gw_bucket *b, double n)
 
 	if (b->rate <= 0)
 		return 1;
-	now = gw_now_ms();
+	now = monotonic_ms();
 	b->tokens += (double)(now - b->last_ms) * b->rate / 1000.0;
 	if (b->tokens > b->burst)
 		b->tokens = b->burst;

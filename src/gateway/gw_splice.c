@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/util.h"
 #include "gateway/gw_proxy.h"
 
 size_t
@@ -31,7 +32,7 @@ gw_conn_move(struct gw_conn *c, struct bufferevent *from, size_t max)
 		c->bytes_down += n;
 		c->sb->counters.bytes_down += n;
 	}
-	c->t_io = gw_now_ms();
+	c->t_io = monotonic_ms();
 	return n;
 }
 
@@ -111,7 +112,7 @@ gw_splice_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) &&
-	    gw_now_ms() - c->t_io < (uint64_t)GW_SPLICE_IDLE_SECS * 1000) {
+	    monotonic_ms() - c->t_io < (uint64_t)GW_SPLICE_IDLE_SECS * 1000) {
 		/* The other direction is busy: this one may idle. */
 		bufferevent_enable(bev, what & BEV_EVENT_READING ? EV_READ : EV_WRITE);
 		return;

@@ -18,15 +18,6 @@ extern char **environ;
 
 #define VM_BOOT_POLL_MS	20
 
-static long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 static void
 sleep_ms(int ms)
 {
@@ -125,7 +116,7 @@ int
 vm_boot_wait_line(pid_t pid, const char *console_log, const char *needle,
     int timeout_ms, char **cause)
 {
-	long deadline = now_ms() + timeout_ms;
+	uint64_t deadline = monotonic_ms() + (uint64_t)timeout_ms;
 	off_t scanned = 0;
 	char *tail, *errtail, *errlog;
 	int status;
@@ -151,7 +142,7 @@ vm_boot_wait_line(pid_t pid, const char *console_log, const char *needle,
 			free(errlog);
 			return -1;
 		}
-		if (now_ms() >= deadline) {
+		if (monotonic_ms() >= deadline) {
 			tail = vm_boot_tail(console_log, VM_BOOT_CONSOLE_TAIL);
 			cause_set(cause, "no \"%s\" on the console within %d ms; console tail:\n%s",
 			    needle, timeout_ms, tail);
@@ -165,7 +156,7 @@ vm_boot_wait_line(pid_t pid, const char *console_log, const char *needle,
 int
 vm_boot_wait_exit(pid_t pid, int timeout_ms, int *status)
 {
-	long deadline = now_ms() + timeout_ms;
+	uint64_t deadline = monotonic_ms() + (uint64_t)timeout_ms;
 
 	for (;;) {
 		pid_t r = waitpid(pid, status, WNOHANG);
@@ -173,7 +164,7 @@ vm_boot_wait_exit(pid_t pid, int timeout_ms, int *status)
 			return 0;
 		if (r == -1 && errno != EINTR)
 			return -1;
-		if (now_ms() >= deadline)
+		if (monotonic_ms() >= deadline)
 			return -1;
 		sleep_ms(VM_BOOT_POLL_MS);
 	}
