@@ -101,6 +101,21 @@ def test_bad_input(c):
     expect_error(c, "POST", "/v1/sandboxes", {"memory_mb": 1}, 400, "bad_request")
     expect_error(c, "POST", "/v1/sandboxes", {"env": {"1X": "a"}}, 400, "bad_request")
     expect_error(c, "POST", "/v1/sandboxes", {"network": {"mode": "open"}}, 400, "bad_request")
+    # Network policies are refused exactly as the gateway would parse them, naming the field.
+    for net, field in (({"mode": "allowlist", "allow": ["10.0.0.0/8"]}, "network.allow[0]"),
+                       ({"mode": "allowlist", "allow": ["*.com"]}, "network.allow[0]"),
+                       ({"mode": "allowlist", "allow": ["a.example:99999"]}, "network.allow[0]"),
+                       ({"mode": "allowlist", "allow": [{"host": "a.example", "verbs": []}]},
+                        "network.allow[0]"),
+                       ({"mode": "full", "allow": ["a.example"]}, "network.allow"),
+                       ({"mode": "allowlist", "rate": {"rps": -1}}, "network.rate")):
+        try:
+            c.call("POST", "/v1/sandboxes", {"network": net}, expect=())
+            check(f"bad network {net} -> 400", False)
+        except ApiError as e:
+            msg = e.body.get("error", {}).get("message", "") if isinstance(e.body, dict) else ""
+            check(f"bad network {net} -> 400 naming {field}",
+                  e.status == 400 and msg.startswith(field), (e.status, e.body))
     expect_error(c, "POST", "/v1/sandboxes", {"template": "../etc"}, 400, "bad_request")
     expect_error(c, "POST", "/v1/sandboxes", {"template": "nosuchtemplate"}, 422, "unprocessable")
     expect_error(c, "POST", "/v1/sandboxes", None, 400, "bad_request", raw=b"{\"a\":")
