@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
 {
-	build/bench/bench_agent -n "${RUNS:-200}" --host build/src/agent/airlock-agent-host \
-		build/src/agent/airlock-agentctl
+	build/bench/bench_agent -n "${RUNS:-200}" --host build/src/guest/agent/airlock-agent-host \
+		build/src/link/airlock-agentctl
 	echo
-	build/bench/bench_agent -n "${RUNS:-200}" build/src/agent/airlock-agentctl
+	build/bench/bench_agent -n "${RUNS:-200}" build/src/link/airlock-agentctl
 } | tee bench/results/agent.md

@@ -25,11 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent_console.h"
-#include "agent/chan_proto.h"
+#include "guest/agent/agent_console.h"
+#include "link/chan_proto.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "storage/stor_snapshot.h"
+#include "images/stor_snapshot.h"
 #include "../tests/integration/vmtest.h"
 
 #define BENCH_BOOT_MS	180000

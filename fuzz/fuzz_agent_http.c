@@ -8,7 +8,7 @@
 
 #include <event2/buffer.h>
 
-#include "agent/agent_http.h"
+#include "guest/agent/agent_http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

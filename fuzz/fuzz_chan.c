@@ -12,8 +12,8 @@
 
 #include <event2/event.h>
 
-#include "agent/chan_mux.h"
-#include "agent/chan_proto.h"
+#include "link/chan_mux.h"
+#include "link/chan_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

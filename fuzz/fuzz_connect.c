@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "agent/agent.h"
+#include "guest/agent/agent.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

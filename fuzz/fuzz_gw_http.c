@@ -13,9 +13,9 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "gateway/gw_http.h"
-#include "gateway/gw_policy.h"
+#include "gateway/shared/gw_policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 
 #include <event2/buffer.h>
 
-#include "agent/agent_multipart.h"
+#include "guest/agent/agent_multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

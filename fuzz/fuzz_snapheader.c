@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/stor_snapshot.h"
+#include "images/stor_snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@ bash "$here/ca.sh"
 
 # Guest binaries: templates and the initramfs embed these copies.
 mkdir -p "$DATA/bin"
-for b in "$BUILD/src/agent/airlock-agent" "$BUILD/src/guest/airlock-init"; do
+for b in "$BUILD/src/guest/agent/airlock-agent" "$BUILD/src/guest/init/airlock-init"; do
 	[ -x "$b" ] || { echo "prepare: $b missing; build first (make build)" >&2; exit 1; }
 	if ! cmp -s "$b" "$DATA/bin/$(basename "$b")"; then
 		install -m 0755 "$b" "$DATA/bin/$(basename "$b").new"

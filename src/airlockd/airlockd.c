@@ -14,16 +14,16 @@
 
 #include <event2/event.h>
 
-#include "airlockd/config.h"
+#include "config/config.h"
 #include "api/api.h"
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "api/metrics.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "sandbox/sbm.h"
-#include "sandbox/secrets.h"
-#include "store/store.h"
+#include "egress/secrets.h"
+#include "db/store.h"
 
 /* Sandbox lifecycle events into the store and to live SSE subscribers. */
 static void

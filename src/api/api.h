@@ -10,9 +10,9 @@
 
 #include <jansson.h>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "common/json_time.h"
-#include "store/store.h"
+#include "db/store.h"
 
 #define API_PARAMS_MAX	4
 #define API_ID_LEN	20	/* sandbox ids: 20 lowercase alphanumerics, like E2B */

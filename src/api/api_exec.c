@@ -13,7 +13,7 @@
 #include "api/metrics.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 #include "sandbox/sbm.h"
 
 #define EXEC_ARGS_MAX		4096

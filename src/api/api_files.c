@@ -13,10 +13,10 @@
 #include "api/api.h"
 #include "api/api_sandbox.h"
 #include "api/api_stream.h"
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 #include "sandbox/sbm.h"
 
 #define FILES_PATH_MAX		4096

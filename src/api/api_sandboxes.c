@@ -5,16 +5,16 @@
 
 #include <event2/buffer.h>
 
-#include "airlockd/config.h"
+#include "config/config.h"
 #include "api/api.h"
 #include "api/api_sandbox.h"
 #include "api/api_stream.h"
 #include "api/metrics.h"
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "egress/egress_policy.h"
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 #include "sandbox/sbm.h"
 #include "vm/vm_boot.h"
 

@@ -12,9 +12,9 @@
 
 #include "api/api.h"
 #include "common/util.h"
-#include "gateway/gw_policy.h"
+#include "gateway/shared/gw_policy.h"
 #include "sandbox/sbm.h"
-#include "sandbox/secrets.h"
+#include "egress/secrets.h"
 
 #define SECRET_NAME_MAX	64
 

@@ -6,7 +6,7 @@
 
 #include "api/api_stream.h"
 #include "common/util.h"
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 #include "sandbox/sbm.h"
 
 static char *

@@ -17,8 +17,8 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "sandbox/sbm.h"
-#include "storage/recipe.h"
-#include "storage/template_build.h"
+#include "images/recipe.h"
+#include "images/template_build.h"
 
 static json_t *
 templates_all(void)

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli_http.h"
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/util.h"

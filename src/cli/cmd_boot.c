@@ -12,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent_console.h"
+#include "guest/agent/agent_console.h"
 #include "cli/cli.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "storage/reflink.h"
-#include "storage/template.h"
+#include "images/reflink.h"
+#include "images/template.h"
 #include "vm/accel.h"
 #include "vm/vm_boot.h"
 

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "storage/reflink.h"
+#include "images/reflink.h"
 #include "vm/accel.h"
 
 int

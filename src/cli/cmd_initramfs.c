@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
-#include "storage/initramfs.h"
+#include "images/initramfs.h"
 
 int
 cmd_initramfs(int argc, char **argv)

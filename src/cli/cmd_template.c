@@ -23,8 +23,8 @@
 #include "cli/cli_sse.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "storage/recipe.h"
-#include "storage/template_build.h"
+#include "images/recipe.h"
+#include "images/template_build.h"
 
 static double
 cli_now(void)

@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "egress/egress_gw.h"
-#include "gateway/gw_ctl.h"
+#include "gateway/shared/gw_ctl.h"
 
 struct egress_gw {
 	struct egress_gw_config	 cfg;

@@ -4,7 +4,7 @@
 
 #include "common/util.h"
 #include "egress/egress_policy.h"
-#include "gateway/gw_policy.h"
+#include "gateway/shared/gw_policy.h"
 
 json_t *
 egress_policy_build(const json_t *network, const json_t *credentials,

@@ -26,7 +26,7 @@
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
 
-#include "gateway/gw_policy.h"
+#include "gateway/shared/gw_policy.h"
 
 #define GW_LISTEN_PORT		15001	/* TCP listener in every island (nft redirect target) */
 #define GW_DNS_PORT		53	/* UDP DNS on 10.0.0.1 in every island */

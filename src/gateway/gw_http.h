@@ -11,8 +11,8 @@
 
 #include <event2/buffer.h>
 
-#include "common/http_parse.h"
-#include "gateway/gw_policy.h"
+#include "http/http_parse.h"
+#include "gateway/shared/gw_policy.h"
 
 #define GW_NAME_MAX	256	/* a normalized DNS name and its NUL */
 

@@ -43,8 +43,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/gw_addr.h"
-#include "gateway/gw_audit.h"
+#include "gateway/shared/gw_addr.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"

@@ -22,7 +22,7 @@
 #include <event2/bufferevent.h>
 
 #include "gateway/gw.h"
-#include "gateway/gw_audit.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/gw_http.h"
 
 #define GW_PEEK_MAX		(16 * 1024 + 512)	/* first bytes read before deciding */

@@ -21,7 +21,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/gw_addr.h"
+#include "gateway/shared/gw_addr.h"
 #include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 

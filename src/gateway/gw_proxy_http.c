@@ -21,10 +21,10 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/gw_audit.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/gw_proxy.h"
 
 enum gw_req_phase { REQ_HEAD, REQ_BODY, REQ_DONE };

@@ -26,7 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
-#include "gateway/gw_addr.h"
+#include "gateway/shared/gw_addr.h"
 #include "gateway/gw_resolve.h"
 
 struct gw_resolve_req {

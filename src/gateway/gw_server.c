@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
-#include "gateway/gw_ctl.h"
+#include "gateway/shared/gw_ctl.h"
 #include "gateway/gw_sandbox.h"
 #include "gateway/gw_server.h"
 

@@ -10,20 +10,20 @@
 
 #include <event2/event.h>
 
-#include "agent/agent_client.h"
-#include "airlockd/config.h"
+#include "link/agent_client.h"
+#include "config/config.h"
 #include "common/json_time.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "net/net_island.h"
-#include "sandbox/sbm_egress.h"
-#include "sandbox/envd_client.h"
+#include "egress/sbm_egress.h"
+#include "link/envd_client.h"
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
-#include "storage/stor_sandbox.h"
-#include "storage/stor_snapshot.h"
-#include "storage/template.h"
+#include "images/stor_sandbox.h"
+#include "images/stor_snapshot.h"
+#include "images/template.h"
 #include "vm/accel.h"
 #include "vm/vm.h"
 

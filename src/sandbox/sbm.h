@@ -17,7 +17,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "store/store.h"
+#include "db/store.h"
 
 #define SBM_BOOT_TIMEOUT_MS	180000	/* cold boot to agent ready (TCG is slow) */
 #define SBM_INIT_TIMEOUT_MS	30000

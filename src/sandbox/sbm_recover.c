@@ -23,7 +23,7 @@
 #include "net/net_island.h"
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
-#include "storage/stor_sandbox.h"
+#include "images/stor_sandbox.h"
 #include "vm/vm_cgroup.h"
 
 /* The jail uid a sandbox held, from run/uids/<uid> (contains the name). */

@@ -5,7 +5,7 @@
 #include <sys/types.h>
 
 #include "sandbox/sbm.h"
-#include "store/store.h"
+#include "db/store.h"
 
 struct sbm;
 struct sandbox;

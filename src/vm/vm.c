@@ -24,8 +24,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "storage/reflink.h"
-#include "storage/stor_snapshot.h"
+#include "images/reflink.h"
+#include "images/stor_snapshot.h"
 #include "vm/qemu_argv.h"
 #include "vm/vm.h"
 #include "vm/vm_adopt.h"

@@ -22,7 +22,7 @@
 
 #include <event2/event.h>
 
-#include "storage/stor_sandbox.h"
+#include "images/stor_sandbox.h"
 #include "vm/accel.h"
 #include "vm/vm_cgroup.h"
 

@@ -18,11 +18,11 @@
 
 #include <jansson.h>
 
-#include "agent/agent_console.h"
+#include "guest/agent/agent_console.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "storage/reflink.h"
-#include "storage/template.h"
+#include "images/reflink.h"
+#include "images/template.h"
 #include "vm/accel.h"
 #include "vm/vm_boot.h"
 #include "agent_harness.h"

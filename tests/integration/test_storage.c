@@ -18,8 +18,8 @@
 #include "common/paths.h"
 #include "common/subproc.h"
 #include "common/util.h"
-#include "storage/stor_sandbox.h"
-#include "storage/stor_snapshot.h"
+#include "images/stor_sandbox.h"
+#include "images/stor_snapshot.h"
 #include "../unit/t.h"
 
 static char top[] = "/tmp/airlock-stor-XXXXXX";

@@ -29,12 +29,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent_console.h"
+#include "guest/agent/agent_console.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "net/net_island.h"
-#include "storage/reflink.h"
-#include "storage/stor_snapshot.h"
+#include "images/reflink.h"
+#include "images/stor_snapshot.h"
 #include "leftovers.h"
 #include "vmtest.h"
 #include "../unit/t.h"

@@ -26,8 +26,8 @@
 
 #include "common/subproc.h"
 #include "common/util.h"
-#include "storage/stor_sandbox.h"
-#include "storage/template.h"
+#include "images/stor_sandbox.h"
+#include "images/template.h"
 #include "vm/vm.h"
 
 #define VT_LINES_MAX	32768

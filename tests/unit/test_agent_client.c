@@ -12,8 +12,8 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "agent/agent_client.h"
-#include "agent/chan_mux.h"
+#include "link/agent_client.h"
+#include "link/chan_mux.h"
 #include "t.h"
 
 struct ctx {

@@ -7,9 +7,9 @@
 
 #include <event2/buffer.h>
 
-#include "agent/agent.h"
-#include "agent/agent_http.h"
-#include "agent/agent_multipart.h"
+#include "guest/agent/agent.h"
+#include "guest/agent/agent_http.h"
+#include "guest/agent/agent_multipart.h"
 #include "common/util.h"
 #include "t.h"
 

@@ -14,8 +14,8 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "agent/chan_mux.h"
-#include "agent/chan_proto.h"
+#include "link/chan_mux.h"
+#include "link/chan_proto.h"
 #include "t.h"
 
 static void

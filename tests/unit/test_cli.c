@@ -22,11 +22,11 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "cli/cli.h"
 #include "cli/cli_http.h"
 #include "cli/cli_sse.h"
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/util.h"
 #include "t.h"
 

@@ -1,5 +1,5 @@
 /* The host's Connect envelope decoder: any split point, end-stream, bad frames. */
-#include "sandbox/envd_client.h"
+#include "link/envd_client.h"
 #include "t.h"
 
 struct seen {

@@ -25,7 +25,7 @@
 
 #include "common/util.h"
 #include "gateway/gw.h"
-#include "gateway/gw_audit.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/gw_dns.h"
 #include "gateway/gw_dns_msg.h"
 #include "gateway/gw_resolve.h"

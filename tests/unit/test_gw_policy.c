@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "gateway/gw_addr.h"
-#include "gateway/gw_audit.h"
-#include "gateway/gw_ctl.h"
-#include "gateway/gw_policy.h"
+#include "gateway/shared/gw_addr.h"
+#include "gateway/shared/gw_audit.h"
+#include "gateway/shared/gw_ctl.h"
+#include "gateway/shared/gw_policy.h"
 #include "t.h"
 
 static struct gw_policy *

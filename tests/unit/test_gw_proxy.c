@@ -37,12 +37,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
-#include "gateway/gw_addr.h"
-#include "gateway/gw_audit.h"
+#include "gateway/shared/gw_addr.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"

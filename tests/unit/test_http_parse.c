@@ -1,5 +1,5 @@
 /* HTTP request parsing: valid heads, smuggling-shaped inputs, chunked bodies. */
-#include "common/http_parse.h"
+#include "http/http_parse.h"
 #include "common/util.h"
 #include "t.h"
 

@@ -15,7 +15,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "common/util.h"
 #include "t.h"
 

@@ -7,7 +7,7 @@
 #include <archive_entry.h>
 
 #include "common/util.h"
-#include "storage/initramfs.h"
+#include "images/initramfs.h"
 #include "t.h"
 
 static void

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/recipe.h"
+#include "images/recipe.h"
 #include "t.h"
 
 static char *

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "sandbox/secrets.h"
-#include "store/store.h"
+#include "egress/secrets.h"
+#include "db/store.h"
 #include "t.h"
 
 static char dir[] = "/tmp/airlock-test-secrets-XXXXXX";

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "store/store.h"
+#include "db/store.h"
 #include "pg_cluster.h"
 #include "t.h"
 

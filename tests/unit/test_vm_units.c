@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "storage/stor_sandbox.h"
-#include "storage/stor_snapshot.h"
+#include "images/stor_sandbox.h"
+#include "images/stor_snapshot.h"
 #include "vm/qemu_argv.h"
 #include "vm/vm_adopt.h"
 #include "vm/vm_cgroup.h"

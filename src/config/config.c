@@ -1,0 +1,197 @@
+/* Table-driven configuration with bounds (Redis config.c style). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "common/paths.h"
+#include "common/util.h"
+
+enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ACCEL };
+
+struct cfg_entry {
+	const char	*key;
+	const char	*env;
+	enum cfg_type	 type;
+	size_t		 off;
+	long		 min, max;
+};
+
+#define OFF(f) offsetof(struct config, f)
+
+static const struct cfg_entry cfg_table[] = {
+	{ "listen_host", "AIRLOCK_LISTEN_HOST", CFG_STR, OFF(listen_host), 0, 0 },
+	{ "listen_port", "AIRLOCK_LISTEN_PORT", CFG_INT, OFF(listen_port), 0, 65535 },	/* 0: any */
+	{ "data_dir", "AIRLOCK_DATA_DIR", CFG_STR, OFF(data_dir), 0, 0 },
+	{ "store", "AIRLOCK_STORE", CFG_STR, OFF(store_url), 0, 0 },
+	{ "accel", "AIRLOCK_ACCEL", CFG_ACCEL, OFF(accel), 0, 0 },
+	{ "default_vcpus", NULL, CFG_INT, OFF(default_vcpus), 1, 16 },
+	{ "default_memory_mb", NULL, CFG_INT, OFF(default_memory_mb), 128, 65536 },
+	{ "default_idle_timeout_s", NULL, CFG_INT, OFF(default_idle_timeout_s), 0, 30L * 86400 },
+	{ "sweep_interval_s", "AIRLOCK_SWEEP_INTERVAL_S", CFG_INT, OFF(sweep_interval_s), 1, 3600 },
+	{ "idle_cpu_pct", "AIRLOCK_IDLE_CPU_PCT", CFG_INT, OFF(idle_cpu_pct), 0, 100 },
+	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
+	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
+	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
+	{ "gateway_bin", "AIRLOCK_GATEWAY_BIN", CFG_STR, OFF(gateway_bin), 0, 0 },
+	{ "gateway_resolver", "AIRLOCK_GATEWAY_RESOLVER", CFG_STR, OFF(gateway_resolver), 0, 0 },
+	{ "gateway_upstream_ca", "AIRLOCK_GATEWAY_UPSTREAM_CA", CFG_STR, OFF(gateway_upstream_ca),
+	  0, 0 },
+	{ "gateway_netns", "AIRLOCK_GATEWAY_NETNS", CFG_STR, OFF(gateway_netns), 0, 0 },
+	{ "gateway_internal", "AIRLOCK_GATEWAY_INTERNAL", CFG_STR, OFF(gateway_internal), 0, 0 },
+	{ "gateway_rate_rps", NULL, CFG_INT, OFF(gateway_rate_rps), 0, 1000000 },
+	{ "gateway_rate_bps", NULL, CFG_INT, OFF(gateway_rate_bps), 0, 2000000000 },
+	{ "log_debug", "AIRLOCK_DEBUG", CFG_BOOL, OFF(log_debug), 0, 1 },
+};
+
+void
+config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->listen_host = xstrdup("127.0.0.1");
+	c->listen_port = 7070;
+	c->data_dir = xstrdup(paths_data_dir());
+	c->accel = VM_ACCEL_AUTO;
+	c->default_vcpus = 2;
+	c->default_memory_mb = 512;
+	c->default_idle_timeout_s = 6 * 3600;
+	c->sweep_interval_s = 15;
+	c->idle_cpu_pct = 2;
+	c->max_sandboxes = 256;
+	c->gateway_rate_rps = 100;
+	c->gateway_rate_bps = 50 * 1024 * 1024;
+}
+
+int
+config_set(struct config *c, const char *key, const char *value, char **cause)
+{
+	const struct cfg_entry *e = NULL;
+	size_t i;
+	char *end;
+	long v;
+
+	for (i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++)
+		if (strcmp(cfg_table[i].key, key) == 0)
+			e = &cfg_table[i];
+	if (e == NULL) {
+		cause_set(cause, "%s: unknown setting", key);
+		return -1;
+	}
+	switch (e->type) {
+	case CFG_STR: {
+		char **dst = (char **)((char *)c + e->off);
+		if (*value == '\0') {
+			cause_set(cause, "%s: empty value", key);
+			return -1;
+		}
+		free(*dst);
+		*dst = xstrdup(value);
+		return 0;
+	}
+	case CFG_INT:
+	case CFG_BOOL:
+		if (e->type == CFG_BOOL && (strcmp(value, "true") == 0 || strcmp(value, "yes") == 0))
+			v = 1;
+		else if (e->type == CFG_BOOL && (strcmp(value, "false") == 0 || strcmp(value, "no") == 0))
+			v = 0;
+		else {
+			errno = 0;
+			v = strtol(value, &end, 10);
+			if (errno != 0 || *end != '\0' || end == value) {
+				cause_set(cause, "%s: \"%s\" is not a number", key, value);
+				return -1;
+			}
+		}
+		if (v < e->min || v > e->max) {
+			cause_set(cause, "%s: %ld out of range %ld..%ld", key, v, e->min, e->max);
+			return -1;
+		}
+		if (e->off == OFF(default_idle_timeout_s))
+			c->default_idle_timeout_s = v;
+		else
+			*(int *)((char *)c + e->off) = (int)v;
+		return 0;
+	case CFG_ACCEL:
+		if (accel_parse(value, &c->accel) == -1) {
+			cause_set(cause, "%s: \"%s\" must be auto, kvm or tcg", key, value);
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+int
+config_load_file(struct config *c, const char *path, int must_exist, char **cause)
+{
+	char *text, *line, *save, *key, *val, *p;
+	int lineno = 0, rc = 0;
+
+	if (read_file(path, 1024 * 1024, &text, NULL, cause) == -1) {
+		if (!must_exist && errno == ENOENT) {
+			free(*cause);
+			*cause = NULL;
+			return 0;
+		}
+		return -1;
+	}
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+		lineno++;
+		if ((p = strchr(line, '#')) != NULL)
+			*p = '\0';
+		key = line + strspn(line, " \t");
+		if (*key == '\0')
+			continue;
+		if ((p = strchr(key, '=')) == NULL) {
+			cause_set(cause, "%s:%d: expected key = value", path, lineno);
+			rc = -1;
+			break;
+		}
+		*p = '\0';
+		val = p + 1 + strspn(p + 1, " \t");
+		for (p = key + strlen(key); p > key && (p[-1] == ' ' || p[-1] == '\t'); p--)
+			*(p - 1) = '\0';
+		for (p = val + strlen(val); p > val && (p[-1] == ' ' || p[-1] == '\t' ||
+		    p[-1] == '\r'); p--)
+			*(p - 1) = '\0';
+		if (config_set(c, key, val, cause) == -1) {
+			cause_wrap(cause, "%s:%d", path, lineno);
+			rc = -1;
+			break;
+		}
+	}
+	free(text);
+	return rc;
+}
+
+int
+config_load_env(struct config *c, char **cause)
+{
+	size_t i;
+	const char *v;
+
+	for (i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++) {
+		if (cfg_table[i].env == NULL || (v = getenv(cfg_table[i].env)) == NULL || *v == '\0')
+			continue;
+		if (config_set(c, cfg_table[i].key, v, cause) == -1) {
+			cause_wrap(cause, "environment %s", cfg_table[i].env);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void
+config_free(struct config *c)
+{
+	free(c->listen_host);
+	free(c->data_dir);
+	free(c->store_url);
+	free(c->gateway_bin);
+	free(c->gateway_resolver);
+	free(c->gateway_upstream_ca);
+	free(c->gateway_netns);
+	free(c->gateway_internal);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,873 @@
+/* HTTP/1.1 server: connection and request lifecycles on bufferevents. */
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+
+#include "http/http_server.h"
+#include "common/log.h"
+#include "common/util.h"
+
+struct http_rheader {
+	char				*name, *value;
+	TAILQ_ENTRY(http_rheader)	 entry;
+};
+TAILQ_HEAD(http_rheaders, http_rheader);
+
+enum http_resp_state { RESP_NONE, RESP_STREAMING, RESP_ENDED };
+
+struct http_conn;
+
+struct http_req {
+	struct http_conn	*conn;		/* NULL once detached */
+	struct http_head	 head;
+	char			*path, *query;
+	char			 peer[64];
+	int			 refs;
+	int			 closed;	/* ended before the handler finished */
+	int			 routed;	/* router chose a body mode or replied */
+	int			 keep_alive;
+
+	enum http_body_mode	 mode;
+	struct http_body	 dec;
+	int			 body_done;
+	size_t			 body_max;
+	struct evbuffer		*body;
+	char			*body_flat;
+	http_handler_cb		 done_cb;
+	http_body_cb		 body_cb;
+	void			*cb_arg;
+	http_event_cb		 close_cb, drain_cb;
+	void			*close_arg, *drain_arg;
+	void			*data;
+
+	struct http_rheaders	 rheaders;
+	enum http_resp_state	 resp;
+	int			 chunked;	/* response uses chunked encoding */
+	int			 status;
+	struct event		*heartbeat;
+};
+
+struct http_conn {
+	struct http_server	*srv;
+	struct bufferevent	*bev;
+	struct http_req		*req;		/* the request being served */
+	char			 peer[64];
+	int			 closing;	/* close once output is flushed */
+	int			 dispatching;	/* inside conn_process: no free */
+	int			 dead;		/* closed while dispatching */
+	TAILQ_ENTRY(http_conn)	 entry;
+};
+TAILQ_HEAD(http_conns, http_conn);
+
+struct http_listener {
+	struct evconnlistener		*lev;
+	int				 port;
+	TAILQ_ENTRY(http_listener)	 entry;
+};
+
+struct http_server {
+	struct event_base		*base;
+	http_router_cb			 router;
+	void				*arg;
+	struct http_conns		 conns;
+	size_t				 nconns;
+	TAILQ_HEAD(, http_listener)	 listeners;
+	int				 accept_paused;
+};
+
+static void conn_process(struct http_conn *conn);
+static void conn_close(struct http_conn *conn, const char *why);
+static void req_maybe_free(struct http_req *req);
+
+static const struct timeval head_tv = { HTTP_HEAD_TIMEOUT_S, 0 };
+static const struct timeval idle_tv = { HTTP_IDLE_TIMEOUT_S, 0 };
+static const struct timeval write_tv = { HTTP_WRITE_TIMEOUT_S, 0 };
+
+/* --- requests --------------------------------------------------------- */
+
+static void
+req_free(struct http_req *req)
+{
+	struct http_rheader *h;
+
+	while ((h = TAILQ_FIRST(&req->rheaders)) != NULL) {
+		TAILQ_REMOVE(&req->rheaders, h, entry);
+		free(h->name);
+		free(h->value);
+		free(h);
+	}
+	if (req->heartbeat != NULL)
+		event_free(req->heartbeat);
+	if (req->body != NULL)
+		evbuffer_free(req->body);
+	free(req->body_flat);
+	free(req->path);
+	free(req->query);
+	http_head_free(&req->head);
+	free(req);
+}
+
+/* Freed when nobody holds it and it is no longer the connection's request. */
+static void
+req_maybe_free(struct http_req *req)
+{
+	if (req->refs == 0 && req->conn == NULL)
+		req_free(req);
+}
+
+void
+http_req_ref(struct http_req *req)
+{
+	req->refs++;
+}
+
+void
+http_req_unref(struct http_req *req)
+{
+	if (--req->refs < 0)
+		fatalx("http_req_unref: negative refcount");
+	req_maybe_free(req);
+}
+
+int
+http_req_closed(const struct http_req *req)
+{
+	return req->closed;
+}
+
+const char *
+http_req_method(const struct http_req *req)
+{
+	return req->head.method;
+}
+
+const char *
+http_req_path(const struct http_req *req)
+{
+	return req->path;
+}
+
+const char *
+http_req_query(const struct http_req *req)
+{
+	return req->query;
+}
+
+char *
+http_req_query_get(const struct http_req *req, const char *key)
+{
+	return http_query_get(req->query, key);
+}
+
+const char *
+http_req_header(const struct http_req *req, const char *name)
+{
+	return http_head_get(&req->head, name);
+}
+
+const struct http_head *
+http_req_head(const struct http_req *req)
+{
+	return &req->head;
+}
+
+const char *
+http_req_peer(const struct http_req *req)
+{
+	return req->peer;
+}
+
+const char *
+http_req_body(const struct http_req *req, size_t *len)
+{
+	if (len != NULL)
+		*len = req->body ? evbuffer_get_length(req->body) : 0;
+	return req->body_flat ? req->body_flat : "";
+}
+
+void *
+http_req_data(const struct http_req *req)
+{
+	return req->data;
+}
+
+void
+http_req_set_data(struct http_req *req, void *data)
+{
+	req->data = data;
+}
+
+void
+http_req_buffer(struct http_req *req, size_t max, http_handler_cb done, void *arg)
+{
+	req->routed = 1;
+	req->mode = HTTP_BODY_BUFFER;
+	req->body_max = max;
+	req->done_cb = done;
+	req->cb_arg = arg;
+	req->body = evbuffer_new();
+}
+
+void
+http_req_stream(struct http_req *req, uint64_t max, http_body_cb on_body,
+    http_handler_cb on_end, void *arg)
+{
+	req->routed = 1;
+	req->mode = HTTP_BODY_STREAM;
+	req->body_max = (size_t)max;
+	req->body_cb = on_body;
+	req->done_cb = on_end;
+	req->cb_arg = arg;
+}
+
+void
+http_req_on_close(struct http_req *req, http_event_cb cb, void *arg)
+{
+	req->close_cb = cb;
+	req->close_arg = arg;
+}
+
+void
+http_req_on_drain(struct http_req *req, http_event_cb cb, void *arg)
+{
+	req->drain_cb = cb;
+	req->drain_arg = arg;
+}
+
+void
+http_req_pause_body(struct http_req *req, int paused)
+{
+	if (req->conn == NULL || req->body_done)
+		return;
+	if (paused)
+		bufferevent_disable(req->conn->bev, EV_READ);
+	else {
+		bufferevent_enable(req->conn->bev, EV_READ);
+		conn_process(req->conn);
+	}
+}
+
+size_t
+http_req_output_pending(const struct http_req *req)
+{
+	if (req->conn == NULL)
+		return 0;
+	return evbuffer_get_length(bufferevent_get_output(req->conn->bev));
+}
+
+/* --- responses -------------------------------------------------------- */
+
+void
+http_req_add_header(struct http_req *req, const char *name, const char *value)
+{
+	struct http_rheader *h;
+
+	if (req->resp != RESP_NONE)
+		return;
+	h = xcalloc(1, sizeof(*h));
+	h->name = xstrdup(name);
+	h->value = xstrdup(value);
+	TAILQ_INSERT_TAIL(&req->rheaders, h, entry);
+}
+
+static void
+write_head(struct http_req *req, int status, const char *ctype, int64_t length)
+{
+	struct evbuffer *out = bufferevent_get_output(req->conn->bev);
+	struct http_rheader *h;
+
+	req->status = status;
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nServer: airlock\r\n", status,
+	    http_status_text(status));
+	if (ctype != NULL)
+		evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
+	if (length >= 0)
+		evbuffer_add_printf(out, "Content-Length: %lld\r\n", (long long)length);
+	else if (req->chunked)
+		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+	TAILQ_FOREACH(h, &req->rheaders, entry)
+		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
+	if (!req->keep_alive)
+		evbuffer_add_printf(out, "Connection: close\r\n");
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* The response is complete: let the connection move on. */
+static void
+resp_ended(struct http_req *req)
+{
+	struct http_conn *conn = req->conn;
+
+	req->resp = RESP_ENDED;
+	if (req->heartbeat != NULL)
+		event_del(req->heartbeat);
+	if (conn == NULL)
+		return;
+	/* A body we never finished reading cannot be skipped safely: close. */
+	if (!req->body_done || !req->keep_alive)
+		conn->closing = 1;
+	conn->req = NULL;
+	req->conn = NULL;
+	if (conn->closing) {
+		bufferevent_disable(conn->bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+			conn_close(conn, NULL);
+	} else {
+		bufferevent_set_timeouts(conn->bev, &idle_tv, &write_tv);
+		/* Bytes of the next request may already be waiting. */
+		if (!conn->dispatching)
+			conn_process(conn);
+	}
+	req_maybe_free(req);
+}
+
+void
+http_reply(struct http_req *req, int status, const char *ctype, const void *body, size_t len)
+{
+	if (req->resp != RESP_NONE)
+		return;
+	req->routed = 1;
+	if (req->conn == NULL) {
+		req->resp = RESP_ENDED;
+		return;
+	}
+	write_head(req, status, ctype, status == 204 || status == 304 ? -1 : (int64_t)len);
+	if (len > 0 && strcmp(req->head.method, "HEAD") != 0)
+		evbuffer_add(bufferevent_get_output(req->conn->bev), body, len);
+	resp_ended(req);
+}
+
+void
+http_reply_json(struct http_req *req, int status, json_t *json)
+{
+	char *text = json_dumps(json, JSON_COMPACT);
+
+	json_decref(json);
+	if (text == NULL) {
+		http_reply(req, 500, "application/json", "{}", 2);
+		return;
+	}
+	http_reply(req, status, "application/json", text, strlen(text));
+	free(text);
+}
+
+void
+http_reply_error(struct http_req *req, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	http_reply_json(req, status, json_pack("{s:{s:s,s:s}}", "error", "code", code,
+	    "message", msg ? msg : "error"));
+	free(msg);
+}
+
+void
+http_reply_start(struct http_req *req, int status, const char *ctype)
+{
+	if (req->resp != RESP_NONE)
+		return;
+	req->routed = 1;
+	req->resp = RESP_STREAMING;
+	if (req->conn == NULL)
+		return;
+	/* HTTP/1.0 has no chunked encoding: the end of the body is the close. */
+	if (req->head.minor == 0)
+		req->keep_alive = 0;
+	else
+		req->chunked = 1;
+	write_head(req, status, ctype, -1);
+	bufferevent_flush(req->conn->bev, EV_WRITE, BEV_FLUSH);
+}
+
+void
+http_reply_chunk(struct http_req *req, const void *data, size_t len)
+{
+	struct evbuffer *out;
+
+	if (req->resp != RESP_STREAMING || req->conn == NULL || len == 0)
+		return;
+	out = bufferevent_get_output(req->conn->bev);
+	if (req->chunked)
+		evbuffer_add_printf(out, "%zx\r\n", len);
+	evbuffer_add(out, data, len);
+	if (req->chunked)
+		evbuffer_add(out, "\r\n", 2);
+}
+
+void
+http_reply_end(struct http_req *req)
+{
+	if (req->resp != RESP_STREAMING)
+		return;
+	if (req->conn != NULL && req->chunked)
+		evbuffer_add(bufferevent_get_output(req->conn->bev), "0\r\n\r\n", 5);
+	resp_ended(req);
+}
+
+static void
+sse_heartbeat(evutil_socket_t fd, short ev, void *arg)
+{
+	struct http_req *req = arg;
+
+	http_reply_chunk(req, ": ping\n\n", 8);
+}
+
+void
+http_sse_start(struct http_req *req)
+{
+	struct timeval tv = { HTTP_SSE_HEARTBEAT_S, 0 };
+
+	http_req_add_header(req, "Cache-Control", "no-cache");
+	http_req_add_header(req, "X-Accel-Buffering", "no");
+	http_reply_start(req, 200, "text/event-stream");
+	if (req->conn == NULL)
+		return;
+	req->heartbeat = event_new(req->conn->srv->base, -1, EV_PERSIST, sse_heartbeat, req);
+	event_add(req->heartbeat, &tv);
+	/* Open the stream with a comment so clients see headers and a first byte now. */
+	http_reply_chunk(req, ": airlock\n\n", 11);
+}
+
+void
+http_sse_event(struct http_req *req, const char *event, json_t *data)
+{
+	char *text = json_dumps(data, JSON_COMPACT), *msg;
+	int n;
+
+	json_decref(data);
+	if (text == NULL)
+		return;
+	n = xasprintf(&msg, "event: %s\ndata: %s\n\n", event, text);
+	http_reply_chunk(req, msg, (size_t)n);
+	free(msg);
+	free(text);
+}
+
+/*
+ * The request ends without its handler finishing it: the client left, the
+ * server is shutting down, or the server answered a bad body itself. The
+ * handler learns it once, through its close callback, and must drop its
+ * references there; without this the handler's state (and its reference on
+ * req) would wait for a body or a client that never comes.
+ */
+static void
+req_abandon(struct http_req *req)
+{
+	http_event_cb cb = req->close_cb;
+
+	req->closed = 1;
+	req->close_cb = NULL;
+	if (req->heartbeat != NULL)
+		event_del(req->heartbeat);
+	if (cb != NULL) {
+		req->refs++;
+		cb(req, req->close_arg);
+		req->refs--;
+	}
+}
+
+/* --- connections ------------------------------------------------------ */
+
+static void
+conn_close(struct http_conn *conn, const char *why)
+{
+	struct http_server *srv = conn->srv;
+	struct http_req *req = conn->req;
+
+	if (conn->dead)
+		return;
+	if (why != NULL)
+		log_debug("http %s: close: %s", conn->peer, why);
+	conn->dead = 1;
+	if (req != NULL) {
+		conn->req = NULL;
+		req->conn = NULL;
+		if (req->resp != RESP_ENDED)
+			req_abandon(req);
+		req_maybe_free(req);
+	}
+	bufferevent_free(conn->bev);
+	conn->bev = NULL;
+	TAILQ_REMOVE(&srv->conns, conn, entry);
+	srv->nconns--;
+	if (srv->accept_paused && srv->nconns < HTTP_SERVER_CONNS_MAX) {
+		struct http_listener *l;
+		TAILQ_FOREACH(l, &srv->listeners, entry)
+			evconnlistener_enable(l->lev);
+		srv->accept_paused = 0;
+	}
+	if (!conn->dispatching)
+		free(conn);
+}
+
+/* Answer a protocol error and close after flushing. */
+static void
+conn_fail(struct http_conn *conn, int status, const char *why)
+{
+	struct evbuffer *out = bufferevent_get_output(conn->bev);
+	char body[512];
+	int n;
+
+	n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"bad_request\",\"message\":\"%s\"}}",
+	    why);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nServer: airlock\r\nContent-Type: "
+	    "application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	    status, http_status_text(status), n, body);
+	conn->closing = 1;
+	bufferevent_disable(conn->bev, EV_READ);
+}
+
+static void
+body_sink(void *arg, const char *data, size_t n)
+{
+	struct http_req *req = arg;
+
+	if (req->mode == HTTP_BODY_BUFFER)
+		evbuffer_add(req->body, data, n);
+	else if (req->body_cb != NULL && !req->closed)
+		req->body_cb(req, data, n, req->cb_arg);
+}
+
+static void
+req_body_complete(struct http_req *req)
+{
+	struct http_conn *conn = req->conn;
+
+	req->body_done = 1;
+	if (conn != NULL)
+		bufferevent_set_timeouts(conn->bev, NULL, &write_tv);
+	if (req->mode == HTTP_BODY_BUFFER && req->body != NULL) {
+		size_t len = evbuffer_get_length(req->body);
+		req->body_flat = xmalloc(len + 1);
+		evbuffer_copyout(req->body, req->body_flat, len);
+		req->body_flat[len] = '\0';
+	}
+	if (req->done_cb != NULL && req->resp == RESP_NONE)
+		req->done_cb(req, req->cb_arg);
+	else if (req->done_cb != NULL && req->mode == HTTP_BODY_STREAM)
+		req->done_cb(req, req->cb_arg);
+}
+
+/* Feed the body decoder from the input buffer. */
+static void
+conn_read_body(struct http_conn *conn)
+{
+	struct http_req *req = conn->req;
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	char *cause = NULL;
+
+	/* Handlers called from here may reply and detach req: hold it. */
+	req->refs++;
+	while (req->conn != NULL && !req->body_done && evbuffer_get_length(in) > 0) {
+		struct evbuffer_iovec v;
+		enum http_body_state st;
+		size_t consumed;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		st = http_body_feed(&req->dec, v.iov_base, v.iov_len, &consumed, body_sink, req,
+		    &cause);
+		evbuffer_drain(in, consumed);
+		if (st == HTTP_BODY_ERROR) {
+			int status = strstr(cause, "too large") ? 413 : 400;
+			if (req->resp == RESP_NONE) {
+				http_reply_error(req, status, status == 413 ? "too_large" : "bad_request",
+				    "request body: %s", cause);
+				req_abandon(req);
+			} else
+				conn_close(conn, cause);
+			free(cause);
+			break;
+		}
+		if (st == HTTP_BODY_DONE)
+			req_body_complete(req);
+		/* The stream handler may pause us for back-pressure. */
+		if (conn->dead || !(bufferevent_get_enabled(conn->bev) & EV_READ))
+			break;
+	}
+	req->refs--;
+	req_maybe_free(req);
+}
+
+/* Start the next request from the input; -1 when no progress was possible. */
+static int
+conn_new_request(struct http_conn *conn)
+{
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	size_t len = evbuffer_get_length(in);
+	size_t want = len < HTTP_HEAD_MAX + 8 ? len : HTTP_HEAD_MAX + 8;
+	struct http_req *req;
+	char *cause = NULL, *buf;
+	ssize_t n;
+	int status;
+
+	buf = (char *)evbuffer_pullup(in, (ssize_t)want);
+	req = xcalloc(1, sizeof(*req));
+	TAILQ_INIT(&req->rheaders);
+	n = http_parse_head(buf, want, &req->head, &status, &cause);
+	if (n <= 0) {
+		free(req);
+		if (n == -1) {
+			conn_fail(conn, status, cause);
+			free(cause);
+		}
+		return -1;
+	}
+	evbuffer_drain(in, (size_t)n);
+	req->conn = conn;
+	conn->req = req;
+	memcpy(req->peer, conn->peer, sizeof(req->peer));
+	req->keep_alive = req->head.keep_alive;
+	bufferevent_set_timeouts(conn->bev, &idle_tv, &write_tv);
+	if (http_split_target(req->head.target, &req->path, &req->query) == -1) {
+		req->path = xstrdup("");
+		req->query = xstrdup("");
+		http_reply_error(req, 400, "bad_request", "malformed request target");
+		return 0;
+	}
+	http_body_init(&req->dec, &req->head, 0);
+	/* Known before routing, so an immediate answer can keep the connection. */
+	if (!req->head.chunked && req->head.content_length <= 0)
+		req->body_done = 1;
+	req->refs++;
+	conn->srv->router(req, conn->srv->arg);
+	req->refs--;
+	if (req->conn == NULL) {	/* answered (or closed) in the router */
+		req_maybe_free(req);
+		return 0;
+	}
+	if (!req->routed) {
+		http_reply_error(req, 500, "internal", "no handler for %s %s", req->head.method,
+		    req->path);
+		return 0;
+	}
+	req->dec.max = req->body_max;
+	if (req->resp == RESP_NONE && req->head.expect_continue)
+		evbuffer_add_printf(bufferevent_get_output(conn->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+	if (req->body_done) {
+		req->refs++;
+		req_body_complete(req);
+		req->refs--;
+		req_maybe_free(req);
+	}
+	return 0;
+}
+
+/* Parse and dispatch whatever the input buffer holds. */
+static void
+conn_process(struct http_conn *conn)
+{
+	struct evbuffer *in;
+
+	conn->dispatching++;
+	while (!conn->dead && !conn->closing) {
+		in = bufferevent_get_input(conn->bev);
+		if (conn->req == NULL) {
+			if (evbuffer_get_length(in) == 0)
+				break;
+			if (conn_new_request(conn) == -1)
+				break;	/* need more bytes, or failed */
+			continue;
+		}
+		if (conn->req->body_done || evbuffer_get_length(in) == 0)
+			break;
+		conn_read_body(conn);
+		if (conn->dead || conn->req == NULL || conn->req->body_done ||
+		    !(bufferevent_get_enabled(conn->bev) & EV_READ))
+			continue;
+		break;
+	}
+	conn->dispatching--;
+	if (conn->dead && conn->dispatching == 0) {
+		free(conn);
+		return;
+	}
+	if (!conn->dead && conn->closing && conn->req == NULL &&
+	    evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+		conn_close(conn, NULL);
+}
+
+static void
+conn_readcb(struct bufferevent *bev, void *arg)
+{
+	conn_process(arg);
+}
+
+static void
+conn_writecb(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *conn = arg;
+	struct http_req *req = conn->req;
+
+	if (conn->closing && conn->req == NULL) {
+		conn_close(conn, NULL);
+		return;
+	}
+	if (req != NULL && req->drain_cb != NULL && req->resp == RESP_STREAMING &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) < HTTP_OUTPUT_HIGH_WATER) {
+		req->refs++;
+		req->drain_cb(req, req->drain_arg);
+		req->refs--;
+		req_maybe_free(req);
+	}
+}
+
+static void
+conn_eventcb(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn *conn = arg;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		conn_close(conn, "timeout");
+	else if (what & BEV_EVENT_EOF)
+		conn_close(conn, "eof");
+	else if (what & BEV_EVENT_ERROR)
+		conn_close(conn, strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+static void
+server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct http_server *srv = arg;
+	struct http_conn *conn;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	conn = xcalloc(1, sizeof(*conn));
+	conn->srv = srv;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
+	else if (sa->sa_family == AF_UNIX)
+		snprintf(host, sizeof(host), "unix");
+	snprintf(conn->peer, sizeof(conn->peer), "%s", host);
+	conn->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (conn->bev == NULL) {
+		evutil_closesocket(fd);
+		free(conn);
+		return;
+	}
+	bufferevent_setcb(conn->bev, conn_readcb, conn_writecb, conn_eventcb, conn);
+	bufferevent_set_timeouts(conn->bev, &head_tv, &write_tv);
+	bufferevent_enable(conn->bev, EV_READ);
+	TAILQ_INSERT_TAIL(&srv->conns, conn, entry);
+	/* Refuse to take more than we can serve: pause accept, do not fail. */
+	if (++srv->nconns >= HTTP_SERVER_CONNS_MAX) {
+		struct http_listener *l;
+		TAILQ_FOREACH(l, &srv->listeners, entry)
+			evconnlistener_disable(l->lev);
+		srv->accept_paused = 1;
+	}
+}
+
+static void
+server_accept_error(struct evconnlistener *lev, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	/* Out of fds: libevent would spin on the listener; wait for a close instead. */
+	log_warnx("http accept: %s", evutil_socket_error_to_string(err));
+	if (err == EMFILE || err == ENFILE) {
+		struct http_server *srv = arg;
+		struct http_listener *l;
+		TAILQ_FOREACH(l, &srv->listeners, entry)
+			evconnlistener_disable(l->lev);
+		srv->accept_paused = 1;
+	}
+}
+
+struct http_server *
+http_server_new(struct event_base *base, http_router_cb router, void *arg)
+{
+	struct http_server *srv = xcalloc(1, sizeof(*srv));
+
+	srv->base = base;
+	srv->router = router;
+	srv->arg = arg;
+	TAILQ_INIT(&srv->conns);
+	TAILQ_INIT(&srv->listeners);
+	return srv;
+}
+
+int
+http_server_listen(struct http_server *srv, const char *host, int port, char **cause)
+{
+	struct sockaddr_storage ss;
+	struct http_listener *l;
+	socklen_t sslen = sizeof(ss);
+	int len = sizeof(ss);
+
+	memset(&ss, 0, sizeof(ss));
+	if (port < 0 || port > 65535) {
+		cause_set(cause, "listen: port %d out of range", port);
+		return -1;
+	}
+	if (evutil_inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+		len = sizeof(struct sockaddr_in);
+	} else if (evutil_inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+		len = sizeof(struct sockaddr_in6);
+	} else {
+		cause_set(cause, "listen: \"%s\" is not an IPv4 or IPv6 address", host);
+		return -1;
+	}
+	l = xcalloc(1, sizeof(*l));
+	l->lev = evconnlistener_new_bind(srv->base, server_accept, srv,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 128,
+	    (struct sockaddr *)&ss, len);
+	if (l->lev == NULL) {
+		cause_set(cause, "listen on %s:%d: %s", host, port, strerror(errno));
+		free(l);
+		return -1;
+	}
+	evconnlistener_set_error_cb(l->lev, server_accept_error);
+	if (getsockname(evconnlistener_get_fd(l->lev), (struct sockaddr *)&ss, &sslen) == 0)
+		l->port = ntohs(ss.ss_family == AF_INET6 ?
+		    ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+	TAILQ_INSERT_TAIL(&srv->listeners, l, entry);
+	return 0;
+}
+
+int
+http_server_port(const struct http_server *srv)
+{
+	const struct http_listener *l = TAILQ_FIRST(&srv->listeners);
+
+	return l != NULL ? l->port : 0;
+}
+
+void
+http_server_free(struct http_server *srv)
+{
+	struct http_listener *l;
+	struct http_conn *conn;
+
+	while ((l = TAILQ_FIRST(&srv->listeners)) != NULL) {
+		TAILQ_REMOVE(&srv->listeners, l, entry);
+		evconnlistener_free(l->lev);
+		free(l);
+	}
+	while ((conn = TAILQ_FIRST(&srv->conns)) != NULL)
+		conn_close(conn, "server shutdown");
+	free(srv);
+}

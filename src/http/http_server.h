@@ -1,0 +1,111 @@
+/*
+ * HTTP/1.1 server on libevent bufferevents, with the strict parser of
+ * common/http_parse. Request bodies stream to the handler (uploads have no
+ * size limit beyond disk) or are buffered up to a limit (JSON); responses are
+ * fixed-length, chunked, or server-sent events with heartbeats. One request
+ * at a time per connection (no pipelining in parallel), keep-alive, timeouts,
+ * and a connection cap that pauses accept() rather than failing.
+ */
+#ifndef AIRLOCK_HTTP_SERVER_H
+#define AIRLOCK_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "http/http_parse.h"
+
+#define HTTP_SERVER_CONNS_MAX		1024
+#define HTTP_JSON_BODY_MAX		(1024 * 1024)
+#define HTTP_HEAD_TIMEOUT_S		30	/* to receive a complete head */
+#define HTTP_IDLE_TIMEOUT_S		120	/* keep-alive and body inactivity */
+#define HTTP_WRITE_TIMEOUT_S		120
+#define HTTP_SSE_HEARTBEAT_S		15
+#define HTTP_OUTPUT_HIGH_WATER		(1024 * 1024)	/* stop producers above this */
+
+struct http_server;
+struct http_req;
+
+/* Body handling chosen by the router once the head is known. */
+enum http_body_mode {
+	HTTP_BODY_BUFFER,	/* collect up to a limit; handler runs at the end */
+	HTTP_BODY_STREAM,	/* on_body per piece, on_end at the end */
+};
+
+typedef void (*http_handler_cb)(struct http_req *req, void *arg);
+typedef void (*http_body_cb)(struct http_req *req, const char *data, size_t n, void *arg);
+typedef void (*http_event_cb)(struct http_req *req, void *arg);
+
+/*
+ * Called for every request head. The router looks at the method and path
+ * and either answers at once (http_reply_*) or sets a handler with
+ * http_req_buffer() or http_req_stream().
+ */
+typedef void (*http_router_cb)(struct http_req *req, void *arg);
+
+struct http_server *http_server_new(struct event_base *base, http_router_cb router, void *arg);
+/* Listen on host:port (port 0 picks one; http_server_port tells). */
+int http_server_listen(struct http_server *srv, const char *host, int port, char **cause);
+int http_server_port(const struct http_server *srv);
+/* Stop accepting, close every connection (their on_close callbacks run), free. */
+void http_server_free(struct http_server *srv);
+
+/* Request accessors. */
+const char *http_req_method(const struct http_req *req);
+const char *http_req_path(const struct http_req *req);	/* percent-decoded */
+const char *http_req_query(const struct http_req *req);	/* raw */
+char *http_req_query_get(const struct http_req *req, const char *key);	/* malloc'd */
+const char *http_req_header(const struct http_req *req, const char *name);
+const struct http_head *http_req_head(const struct http_req *req);
+const char *http_req_peer(const struct http_req *req);
+/* The buffered body (NUL-terminated) and its length. */
+const char *http_req_body(const struct http_req *req, size_t *len);
+void *http_req_data(const struct http_req *req);
+void http_req_set_data(struct http_req *req, void *data);
+
+void http_req_buffer(struct http_req *req, size_t max, http_handler_cb done, void *arg);
+void http_req_stream(struct http_req *req, uint64_t max, http_body_cb on_body,
+    http_handler_cb on_end, void *arg);
+/*
+ * The request ended before its handler finished it: the client went away
+ * (SSE, long exec), the server is shutting down, or the body was malformed
+ * or over the limit (the server has answered 400/413). Runs at most once;
+ * the handler drops its references here.
+ */
+void http_req_on_close(struct http_req *req, http_event_cb cb, void *arg);
+/* Output fell below the high water mark again (streamed downloads). */
+void http_req_on_drain(struct http_req *req, http_event_cb cb, void *arg);
+/* Pause/resume reading the request body (back-pressure toward the client). */
+void http_req_pause_body(struct http_req *req, int paused);
+
+/*
+ * Keep req alive across asynchronous work. Every reference is dropped with
+ * http_req_unref(); the request is freed when the response ended (or the
+ * connection closed) and no references remain.
+ */
+void http_req_ref(struct http_req *req);
+void http_req_unref(struct http_req *req);
+int http_req_closed(const struct http_req *req);
+
+/* Responses. Headers added before the reply starts. */
+void http_req_add_header(struct http_req *req, const char *name, const char *value);
+void http_reply(struct http_req *req, int status, const char *content_type,
+    const void *body, size_t len);
+/* Takes a reference to json (steals it). */
+void http_reply_json(struct http_req *req, int status, json_t *json);
+/* The API's one error shape: {"error":{"code":code,"message":message}}. */
+void http_reply_error(struct http_req *req, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Streaming responses: chunked transfer encoding. */
+void http_reply_start(struct http_req *req, int status, const char *content_type);
+void http_reply_chunk(struct http_req *req, const void *data, size_t len);
+void http_reply_end(struct http_req *req);
+/* Bytes queued for the client and not yet written. */
+size_t http_req_output_pending(const struct http_req *req);
+/* Server-sent events on top of a streaming response; heartbeats keep proxies open. */
+void http_sse_start(struct http_req *req);
+void http_sse_event(struct http_req *req, const char *event, json_t *data);
+
+#endif
