@@ -1,23 +1,23 @@
 /*
- * HTTP/1.1 client for airlockd (see cli_http.h). Heads are parsed with the
- * strict common parser, bodies decoded with the shared streaming decoder.
+ * HTTP client for airlockd (see cli_http.h), on libcurl: http and https
+ * (TLS verified against the system store, AIRLOCK_CA_FILE, or for a daemon
+ * on this host the airlock CA), keep-alive, chunked uploads. One easy handle
+ * per connection driven by its own multi handle, so a body can be read a
+ * piece at a time beside other fds (exec -i polls the socket and stdin).
  */
-#include <sys/socket.h>
-#include <sys/types.h>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "cli/cli_http.h"
 #include "http/http_parse.h"
@@ -25,12 +25,17 @@
 #include "common/paths.h"
 #include "common/util.h"
 
+/* Body bytes held before the transfer is paused (back-pressure on the daemon). */
+#define CLI_HTTP_HOLD_MAX	(1024 * 1024)
+/* A TLS record can leave decrypted bytes in the library that poll() won't see. */
+#define CLI_HTTP_DRAIN_ROUNDS	64
+
 struct cli_api {
-	char		*url;		/* base URL as given, for messages */
-	char		*host;
-	char		*port;
-	char		*prefix;	/* path prefix, "" or "/x" */
-	char		*hosthdr;
+	char		*url;		/* as given, for messages */
+	char		*base;		/* scheme://host[:port][/prefix], no trailing '/' */
+	char		*host;		/* without brackets: decides whether the local key may go */
+	int		 tls;
+	char		*ca_file;	/* NULL: the system trust store */
 	char		*key;		/* NULL: none found */
 	char		*key_origin;	/* "AIRLOCK_API_KEY" or the key file */
 	char		*key_problem;	/* why there is no key, for 401 hints */
@@ -39,87 +44,90 @@ struct cli_api {
 
 struct cli_conn {
 	struct cli_api	*api;
-	int		 fd;
+	CURLM		*multi;
+	CURL		*easy;
 	int		 timeout_ms;
-	int		 reused;	/* fd already carried a response */
-	char		*buf;		/* read, not yet consumed */
-	size_t		 len;
+	char		 errbuf[CURL_ERROR_SIZE];
+	struct curl_slist *hdrs;
 
-	/* The response being read. */
-	int		 status;
-	struct http_head head;
-	struct http_body body;
-	int		 in_body;
-	int		 until_close;	/* body delimited by the connection closing */
-	int		 keep;
-	cli_http_sink	 sink;
-	void		*sink_arg;
-	char		*sink_cause;
-	int		 sink_failed;
+	/* The transfer in progress. */
+	int		 active;	/* easy is in multi */
+	int		 done;		/* curl finished it; result holds how */
+	CURLcode	 result;
+	int		 status;	/* of the final (non-1xx) response */
+	int		 head_done;
+	size_t		 head_bytes;
+	int		 in_body;	/* a body is being read */
+	int		 paused;
+	char		*buf;		/* body bytes not yet given to a sink */
+	size_t		 len, cap;
+	size_t		 delivered;	/* body bytes seen in the last perform */
+
+	/* Request body from a file descriptor (chunked). */
+	int		 upload_fd;
+	uint64_t	 sent;
+	cli_http_progress progress;
+	void		*parg;
+	char		*read_cause;
 };
 
-/* Result of one read attempt. */
-#define CLI_READ_EOF	0
-#define CLI_READ_AGAIN	(-2)
-#define CLI_READ_ERR	(-1)
-
+/*
+ * AIRLOCK_URL: http[s]://HOST[:PORT][/PREFIX]. Parsed by libcurl's URL
+ * parser, then narrowed: no credentials, query or fragment.
+ */
 static int
 cli_api_parse_url(struct cli_api *api, const char *url, char **cause)
 {
-	const char *p, *hend, *slash;
-	char *hostport;
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *x = NULL;
+	int rv = -1;
 
-	if (strncasecmp(url, "https://", 8) == 0) {
-		cause_set(cause, "AIRLOCK_URL %s: https is not supported by the CLI; "
-		    "reach a remote daemon through an SSH tunnel", url);
-		return -1;
-	}
-	if (strncasecmp(url, "http://", 7) != 0) {
-		cause_set(cause, "AIRLOCK_URL %s: must start with http://", url);
-		return -1;
-	}
-	p = url + 7;
-	slash = strchr(p, '/');
-	hostport = slash ? xstrndup(p, (size_t)(slash - p)) : xstrdup(p);
-	if (hostport[0] == '[') {
-		if ((hend = strchr(hostport, ']')) == NULL)
+	if (u == NULL)
+		fatalx("curl_url");
+	for (const char *p = url; *p != '\0'; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
 			goto bad;
-		api->host = xstrndup(hostport + 1, (size_t)(hend - hostport - 1));
-		hend++;
-	} else {
-		hend = strchr(hostport, ':');
-		if (hend == NULL)
-			hend = hostport + strlen(hostport);
-		api->host = xstrndup(hostport, (size_t)(hend - hostport));
-	}
-	if (*hend == ':') {
-		char *end;
-		long port = strtol(hend + 1, &end, 10);
-		if (hend[1] == '\0' || *end != '\0' || port < 1 || port > 65535)
-			goto bad;
-		xasprintf(&api->port, "%ld", port);
-	} else if (*hend == '\0')
-		api->port = xstrdup("80");
-	else
+	if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK)
 		goto bad;
-	if (api->host[0] == '\0')
+	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+		cause_set(cause, "AIRLOCK_URL %s: must start with http:// or https://", url);
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0')
 		goto bad;
-	for (const char *h = hostport; *h != '\0'; h++)
-		if ((unsigned char)*h <= 0x20 || *h == 0x7f)
-			goto bad;
-	api->hosthdr = hostport;
-	api->prefix = xstrdup(slash ? slash : "");
+	if (curl_url_get(u, CURLUPART_USER, &x, 0) == CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_QUERY, &x, 0) == CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_FRAGMENT, &x, 0) == CURLUE_OK)
+		goto bad;
+	if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+		port = NULL;
+	if (curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
+		goto bad;
+	api->tls = strcmp(scheme, "https") == 0;
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+		api->host = xstrndup(host + 1, n > 2 ? n - 2 : 0);
+	} else
+		api->host = xstrdup(host);
 	/* "http://h:1/" and "http://h:1" are the same base. */
-	while (api->prefix[0] != '\0' && api->prefix[strlen(api->prefix) - 1] == '/')
-		api->prefix[strlen(api->prefix) - 1] = '\0';
-	for (const char *q = api->prefix; *q != '\0'; q++)
-		if ((unsigned char)*q <= 0x20 || *q == 0x7f || *q == '?' || *q == '#')
-			goto bad;
-	return 0;
+	size_t plen = strlen(path);
+	while (plen > 0 && path[plen - 1] == '/')
+		plen--;
+	xasprintf(&api->base, "%s://%s%s%s%.*s", scheme, host, port ? ":" : "",
+	    port ? port : "", (int)plen, path);
+	rv = 0;
+	goto out;
 bad:
-	free(hostport);
-	cause_set(cause, "AIRLOCK_URL %s: expected http://HOST[:PORT]", url);
-	return -1;
+	cause_set(cause, "AIRLOCK_URL %s: expected http[s]://HOST[:PORT][/PREFIX]", url);
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_free(path);
+	curl_free(x);
+	curl_url_cleanup(u);
+	return rv;
 }
 
 /* A key goes into a header line: printable ASCII without spaces only. */
@@ -193,322 +201,6 @@ cli_api_load_key(struct cli_api *api)
 	api->key = data;
 }
 
-struct cli_api *
-cli_api_new(char **cause)
-{
-	struct cli_api *api = xcalloc(1, sizeof(*api));
-	const char *url = getenv("AIRLOCK_URL");
-
-	if (url == NULL || *url == '\0')
-		url = CLI_HTTP_DEFAULT_URL;
-	api->url = xstrdup(url);
-	if (cli_api_parse_url(api, url, cause) == -1) {
-		cli_api_free(api);
-		return NULL;
-	}
-	cli_api_load_key(api);
-	api->conn = cli_conn_new(api);
-	return api;
-}
-
-void
-cli_api_free(struct cli_api *api)
-{
-	if (api == NULL)
-		return;
-	cli_conn_free(api->conn);
-	free(api->url);
-	free(api->host);
-	free(api->port);
-	free(api->prefix);
-	free(api->hosthdr);
-	if (api->key != NULL)
-		explicit_bzero(api->key, strlen(api->key));
-	free(api->key);
-	free(api->key_origin);
-	free(api->key_problem);
-	free(api);
-}
-
-const char *
-cli_api_url(const struct cli_api *api)
-{
-	return api->url;
-}
-
-int
-cli_api_has_key(const struct cli_api *api)
-{
-	return api->key != NULL;
-}
-
-int
-cli_api_local(const struct cli_api *api)
-{
-	return cli_api_loopback(api->host);
-}
-
-struct cli_conn *
-cli_api_conn(struct cli_api *api)
-{
-	return api->conn;
-}
-
-struct cli_conn *
-cli_conn_new(struct cli_api *api)
-{
-	struct cli_conn *c = xcalloc(1, sizeof(*c));
-
-	c->api = api;
-	c->fd = -1;
-	c->timeout_ms = CLI_HTTP_TIMEOUT_MS;
-	c->buf = xmalloc(CLI_HTTP_BUF);
-	return c;
-}
-
-static void
-cli_conn_reset(struct cli_conn *c)
-{
-	http_head_free(&c->head);
-	c->status = 0;
-	c->in_body = c->until_close = c->keep = 0;
-	c->sink = NULL;
-	c->sink_arg = NULL;
-	free(c->sink_cause);
-	c->sink_cause = NULL;
-	c->sink_failed = 0;
-}
-
-static void
-cli_conn_close(struct cli_conn *c)
-{
-	if (c->fd != -1)
-		close(c->fd);
-	c->fd = -1;
-	c->len = 0;
-	c->reused = 0;
-}
-
-void
-cli_conn_free(struct cli_conn *c)
-{
-	if (c == NULL)
-		return;
-	cli_conn_close(c);
-	cli_conn_reset(c);
-	free(c->buf);
-	free(c);
-}
-
-int
-cli_conn_fd(const struct cli_conn *c)
-{
-	return c->fd;
-}
-
-size_t
-cli_conn_buffered(const struct cli_conn *c)
-{
-	return c->len;
-}
-
-void
-cli_conn_set_timeout(struct cli_conn *c, int timeout_ms)
-{
-	c->timeout_ms = timeout_ms;
-}
-
-static int
-cli_conn_connect(struct cli_conn *c, char **cause)
-{
-	struct addrinfo hints, *res, *ai;
-	struct pollfd pfd;
-	socklen_t sl;
-	int fd = -1, err = 0, gai;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	if ((gai = getaddrinfo(c->api->host, c->api->port, &hints, &res)) != 0) {
-		cause_set(cause, "cannot connect to airlockd at %s: %s", c->api->url,
-		    gai_strerror(gai));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		    ai->ai_protocol);
-		if (fd == -1) {
-			err = errno;
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		if (errno == EINPROGRESS) {
-			pfd.fd = fd;
-			pfd.events = POLLOUT;
-			int n;
-			while ((n = poll(&pfd, 1, CLI_HTTP_CONNECT_TIMEOUT_MS)) == -1 &&
-			    errno == EINTR)
-				;
-			sl = sizeof(err);
-			if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 &&
-			    err == 0)
-				break;
-			if (n == 0)
-				err = ETIMEDOUT;
-		} else
-			err = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd == -1) {
-		cause_set(cause, "cannot connect to airlockd at %s: %s: is it running? (make up)",
-		    c->api->url, strerror(err));
-		return -1;
-	}
-	c->fd = fd;
-	c->len = 0;
-	c->reused = 0;
-	return 0;
-}
-
-/* Wait for events on the socket; -1 with a cause on timeout. */
-static int
-cli_conn_wait(struct cli_conn *c, short events, char **cause)
-{
-	struct pollfd pfd = { .fd = c->fd, .events = events };
-	int n;
-
-	while ((n = poll(&pfd, 1, c->timeout_ms)) == -1 && errno == EINTR)
-		;
-	if (n == 0) {
-		cause_set(cause, "airlockd at %s did not answer within %d s", c->api->url,
-		    c->timeout_ms / 1000);
-		return -1;
-	}
-	if (n == -1) {
-		cause_set(cause, "poll: %s", strerror(errno));
-		return -1;
-	}
-	return pfd.revents;
-}
-
-static int
-cli_conn_send(struct cli_conn *c, const void *data, size_t len, char **cause)
-{
-	const char *p = data;
-	ssize_t n;
-
-	while (len > 0) {
-		n = send(c->fd, p, len, MSG_NOSIGNAL);
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (cli_conn_wait(c, POLLOUT, cause) == -1)
-					return -1;
-				continue;
-			}
-			cause_set(cause, "sending to airlockd at %s: %s", c->api->url,
-			    strerror(errno));
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* One read into the buffer: bytes read, CLI_READ_EOF, _AGAIN or _ERR. */
-static ssize_t
-cli_conn_fill(struct cli_conn *c, int wait, char **cause)
-{
-	ssize_t n;
-
-	if (c->len == CLI_HTTP_BUF) {
-		cause_set(cause, "airlockd sent an oversized response head");
-		return CLI_READ_ERR;
-	}
-	for (;;) {
-		n = read(c->fd, c->buf + c->len, CLI_HTTP_BUF - c->len);
-		if (n > 0) {
-			c->len += (size_t)n;
-			return n;
-		}
-		if (n == 0)
-			return CLI_READ_EOF;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			cause_set(cause, "reading from airlockd at %s: %s", c->api->url,
-			    strerror(errno));
-			return CLI_READ_ERR;
-		}
-		if (!wait)
-			return CLI_READ_AGAIN;
-		if (cli_conn_wait(c, POLLIN, cause) == -1)
-			return CLI_READ_ERR;
-	}
-}
-
-/*
- * Stream upload_fd as a chunked body. Stops early (returning 1) when the
- * daemon answers before the body is complete: an error we should show
- * rather than a broken pipe.
- */
-static int
-cli_conn_upload(struct cli_conn *c, int fd, cli_http_progress progress, void *parg,
-    char **cause)
-{
-	char *chunk = xmalloc(CLI_HTTP_BUF + 32);
-	uint64_t sent = 0;
-	struct pollfd pfd;
-	ssize_t n;
-	int hl, rv = -1;
-
-	for (;;) {
-		pfd.fd = c->fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, 0) == 1) {
-			rv = 1;
-			goto out;
-		}
-		hl = 0;
-		n = read(fd, chunk + 16, CLI_HTTP_BUF);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			cause_set(cause, "read: %s", strerror(errno));
-			goto out;
-		}
-		if (n == 0) {
-			rv = cli_conn_send(c, "0\r\n\r\n", 5, cause);
-			goto out;
-		}
-		/* The size line goes right before the data, so one send per chunk. */
-		char line[16];
-		hl = snprintf(line, sizeof(line), "%zx\r\n", (size_t)n);
-		memcpy(chunk + 16 - hl, line, (size_t)hl);
-		memcpy(chunk + 16 + n, "\r\n", 2);
-		if (cli_conn_send(c, chunk + 16 - hl, (size_t)hl + (size_t)n + 2, cause) == -1) {
-			/* The daemon may have answered and closed: prefer its answer. */
-			if (cause != NULL) {
-				free(*cause);
-				*cause = NULL;
-			}
-			rv = 1;
-			goto out;
-		}
-		sent += (uint64_t)n;
-		if (progress != NULL)
-			progress(parg, sent);
-	}
-out:
-	free(chunk);
-	return rv;
-}
-
 /* Make the daemon's text safe for a terminal: no escape sequences. */
 static void
 cli_http_sanitize(char *s)
@@ -569,99 +261,403 @@ cli_membuf_sink(void *arg, const char *data, size_t n, char **cause)
 	return 0;
 }
 
+/*
+ * Which certificates a https daemon must chain to: AIRLOCK_CA_FILE when set;
+ * for a daemon on this host the airlock CA when it is readable (airlockd's
+ * own certificate is minted from it by default); else the system store.
+ */
 static int
-cli_conn_read_head(struct cli_conn *c, char **cause)
+cli_api_load_ca(struct cli_api *api, char **cause)
 {
-	ssize_t used, n;
-	char *pc = NULL;
+	const char *env = getenv("AIRLOCK_CA_FILE");
+	char *path;
 
+	if (env != NULL && *env != '\0') {
+		if (access(env, R_OK) == -1) {
+			cause_set(cause, "AIRLOCK_CA_FILE %s: %s", env, strerror(errno));
+			return -1;
+		}
+		api->ca_file = xstrdup(env);
+		return 0;
+	}
+	if (!api->tls || !cli_api_loopback(api->host))
+		return 0;
+	path = paths_data("ca/ca.crt");
+	if (access(path, R_OK) == 0)
+		api->ca_file = path;
+	else
+		free(path);
+	return 0;
+}
+
+struct cli_api *
+cli_api_new(char **cause)
+{
+	struct cli_api *api = xcalloc(1, sizeof(*api));
+	const char *url = getenv("AIRLOCK_URL");
+
+	/* Thread-safe since 7.84; the CLI calls it before any transfer. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		fatalx("curl_global_init");
+	if (url == NULL || *url == '\0')
+		url = CLI_HTTP_DEFAULT_URL;
+	api->url = xstrdup(url);
+	if (cli_api_parse_url(api, url, cause) == -1 || cli_api_load_ca(api, cause) == -1) {
+		cli_api_free(api);
+		return NULL;
+	}
+	cli_api_load_key(api);
+	api->conn = cli_conn_new(api);
+	return api;
+}
+
+void
+cli_api_free(struct cli_api *api)
+{
+	if (api == NULL)
+		return;
+	cli_conn_free(api->conn);
+	free(api->url);
+	free(api->base);
+	free(api->host);
+	free(api->ca_file);
+	if (api->key != NULL)
+		explicit_bzero(api->key, strlen(api->key));
+	free(api->key);
+	free(api->key_origin);
+	free(api->key_problem);
+	free(api);
+	curl_global_cleanup();
+}
+
+const char *
+cli_api_url(const struct cli_api *api)
+{
+	return api->url;
+}
+
+int
+cli_api_has_key(const struct cli_api *api)
+{
+	return api->key != NULL;
+}
+
+int
+cli_api_local(const struct cli_api *api)
+{
+	return cli_api_loopback(api->host);
+}
+
+struct cli_conn *
+cli_api_conn(struct cli_api *api)
+{
+	return api->conn;
+}
+
+struct cli_conn *
+cli_conn_new(struct cli_api *api)
+{
+	struct cli_conn *c = xcalloc(1, sizeof(*c));
+
+	c->api = api;
+	c->timeout_ms = CLI_HTTP_TIMEOUT_MS;
+	c->upload_fd = -1;
+	if ((c->multi = curl_multi_init()) == NULL || (c->easy = curl_easy_init()) == NULL)
+		fatalx("curl_multi_init");
+	return c;
+}
+
+/* Stop the transfer in progress; curl drops its connection if it was unfinished. */
+static void
+cli_conn_stop(struct cli_conn *c)
+{
+	if (c->active)
+		curl_multi_remove_handle(c->multi, c->easy);
+	c->active = c->done = c->head_done = c->in_body = c->paused = 0;
+	c->status = 0;
+	c->head_bytes = c->len = 0;
+	c->upload_fd = -1;
+	c->progress = NULL;
+	free(c->read_cause);
+	c->read_cause = NULL;
+	curl_slist_free_all(c->hdrs);
+	c->hdrs = NULL;
+}
+
+void
+cli_conn_free(struct cli_conn *c)
+{
+	if (c == NULL)
+		return;
+	cli_conn_stop(c);
+	curl_easy_cleanup(c->easy);
+	curl_multi_cleanup(c->multi);
+	free(c->buf);
+	free(c);
+}
+
+int
+cli_conn_fd(const struct cli_conn *c)
+{
+	curl_socket_t s = CURL_SOCKET_BAD;
+
+	if (!c->active || curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK ||
+	    s == CURL_SOCKET_BAD)
+		return -1;
+	return (int)s;
+}
+
+size_t
+cli_conn_buffered(const struct cli_conn *c)
+{
+	return c->len;
+}
+
+void
+cli_conn_set_timeout(struct cli_conn *c, int timeout_ms)
+{
+	c->timeout_ms = timeout_ms;
+}
+
+/* Each response's head, line by line; only the final one counts. */
+static size_t
+cli_conn_header_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct cli_conn *c = arg;
+	long code = 0;
+
+	n *= size;
+	c->head_bytes += n;
+	if (c->head_bytes > CLI_HTTP_BUF) {
+		snprintf(c->errbuf, sizeof(c->errbuf), "oversized response head");
+		return 0;
+	}
+	if (n <= 2 && (data[0] == '\r' || data[0] == '\n')) {
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
+		if (code >= 200) {
+			c->status = (int)code;
+			c->head_done = 1;
+		}
+		c->head_bytes = 0;
+	}
+	return n;
+}
+
+static size_t
+cli_conn_write_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct cli_conn *c = arg;
+
+	n *= size;
+	if (c->len + n > CLI_HTTP_HOLD_MAX && c->len > 0) {
+		c->paused = 1;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (c->len + n > c->cap) {
+		size_t ncap = c->cap == 0 ? CLI_HTTP_BUF : c->cap;
+		while (ncap < c->len + n)
+			ncap *= 2;
+		c->buf = xreallocarray(c->buf, 1, ncap);
+		c->cap = ncap;
+	}
+	memcpy(c->buf + c->len, data, n);
+	c->len += n;
+	c->delivered += n;
+	return n;
+}
+
+static size_t
+cli_conn_read_cb(char *out, size_t size, size_t n, void *arg)
+{
+	struct cli_conn *c = arg;
+	ssize_t r;
+
+	while ((r = read(c->upload_fd, out, size * n)) == -1 && errno == EINTR)
+		;
+	if (r == -1) {
+		xasprintf(&c->read_cause, "read: %s", strerror(errno));
+		return CURL_READFUNC_ABORT;
+	}
+	c->sent += (uint64_t)r;
+	if (r > 0 && c->progress != NULL)
+		c->progress(c->parg, c->sent);
+	return (size_t)r;
+}
+
+/* Run curl without blocking; note when the transfer finished. */
+static void
+cli_conn_perform(struct cli_conn *c)
+{
+	CURLMsg *m;
+	int running, left;
+
+	for (int i = 0; i < CLI_HTTP_DRAIN_ROUNDS; i++) {
+		c->delivered = 0;
+		(void)curl_multi_perform(c->multi, &running);
+		while ((m = curl_multi_info_read(c->multi, &left)) != NULL)
+			if (m->msg == CURLMSG_DONE && m->easy_handle == c->easy) {
+				c->done = 1;
+				c->result = m->data.result;
+			}
+		if (c->done || c->delivered == 0 || c->paused)
+			break;
+	}
+}
+
+/*
+ * Block until the transfer has news (the final head when !body, body bytes
+ * when body, or its end), at most timeout_ms of silence; -1 with a cause.
+ */
+static int
+cli_conn_wait(struct cli_conn *c, int body, char **cause)
+{
+	struct timespec t0, t1;
+	int numfds, waited;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		used = http_parse_response_head(c->buf, c->len, &c->head, &c->status, &pc);
-		if (used == -1) {
-			cause_set(cause, "bad response from airlockd at %s: %s", c->api->url, pc);
-			free(pc);
+		if (curl_multi_poll(c->multi, NULL, 0, 1000, &numfds) != CURLM_OK) {
+			cause_set(cause, "waiting for airlockd: curl_multi_poll failed");
 			return -1;
 		}
-		if (used > 0) {
-			memmove(c->buf, c->buf + used, c->len - (size_t)used);
-			c->len -= (size_t)used;
-			if (c->status >= 200)
-				return 0;
-			/* 1xx interim answers precede the real one. */
-			http_head_free(&c->head);
-			continue;
-		}
-		n = cli_conn_fill(c, 1, cause);
-		if (n == CLI_READ_ERR)
+		/* Also on silence: curl's own timers (connect, retries) need a perform. */
+		cli_conn_perform(c);
+		if (c->done || (body ? c->len > 0 : c->head_done))
+			return 0;
+		(void)numfds;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (waited >= c->timeout_ms) {
+			cause_set(cause, "airlockd at %s did not answer within %d s", c->api->url,
+			    c->timeout_ms / 1000);
 			return -1;
-		if (n == CLI_READ_EOF) {
-			cause_set(cause, "airlockd at %s closed the connection without answering",
-			    c->api->url);
-			return c->len == 0 ? -2 : -1;
 		}
 	}
 }
 
-/* The request head (malloc'd); the key is wiped from temporaries. */
-static char *
-cli_conn_head(struct cli_conn *c, const char *method, const char *path,
-    const char *content_type, const void *body, size_t len, int chunked)
+/* Why a transfer failed, in words for the user. */
+static void
+cli_conn_failure(struct cli_conn *c, char **cause)
+{
+	const char *url = c->api->url, *detail = c->errbuf[0] ? c->errbuf :
+	    curl_easy_strerror(c->result);
+
+	if (c->read_cause != NULL) {
+		cause_set(cause, "%s", c->read_cause);
+		return;
+	}
+	switch (c->result) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+		if (!c->head_done && c->status == 0 && c->result != CURLE_OPERATION_TIMEDOUT) {
+			cause_set(cause, "cannot connect to airlockd at %s: %s: is it running? "
+			    "(make up)", url, detail);
+			return;
+		}
+		cause_set(cause, "airlockd at %s: %s", url, detail);
+		return;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CONNECT_ERROR:
+		cause_set(cause, "TLS with airlockd at %s failed: %s (AIRLOCK_CA_FILE names "
+		    "the CA to trust)", url, detail);
+		return;
+	case CURLE_PARTIAL_FILE:
+		cause_set(cause, "airlockd at %s closed the connection in the middle of an "
+		    "answer", url);
+		return;
+	case CURLE_GOT_NOTHING:
+		cause_set(cause, "airlockd at %s closed the connection without answering", url);
+		return;
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		cause_set(cause, "bad response from airlockd at %s: %s", url, detail);
+		return;
+	case CURLE_RECV_ERROR:
+		if (c->head_done) {
+			cause_set(cause, "bad response body from airlockd: %s", detail);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	cause_set(cause, "airlockd at %s: %s", url, detail);
+}
+
+/* Configure the easy handle for one request. */
+static void
+cli_conn_setup(struct cli_conn *c, const char *method, const char *path,
+    const char *content_type, const void *body, size_t len, int upload_fd)
 {
 	struct cli_api *api = c->api;
-	char *head, *auth = NULL, *ctype = NULL, *framing;
+	CURL *e = c->easy;
+	char *url, *h;
 
-	if (api->key != NULL)
-		xasprintf(&auth, "Authorization: Bearer %s\r\n", api->key);
-	if (content_type != NULL)
-		xasprintf(&ctype, "Content-Type: %s\r\n", content_type);
-	if (chunked)
-		framing = xstrdup("Transfer-Encoding: chunked\r\n");
-	else if (body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-	    strcmp(method, "PATCH") == 0)
-		xasprintf(&framing, "Content-Length: %zu\r\n", body != NULL ? len : 0);
-	else
-		framing = xstrdup("");
-	xasprintf(&head, "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: airlock/%s\r\n"
-	    "%s%s%s\r\n", method, api->prefix, path, api->hosthdr, AIRLOCK_VERSION,
-	    auth ? auth : "", ctype ? ctype : "", framing);
-	if (auth != NULL)
-		explicit_bzero(auth, strlen(auth));
-	free(auth);
-	free(ctype);
-	free(framing);
-	return head;
+	/* Keeps the connection cache: the next request reuses the connection. */
+	curl_easy_reset(e);
+	xasprintf(&url, "%s%s", api->base, path);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	free(url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CLI_HTTP_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "airlock/" AIRLOCK_VERSION);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, cli_conn_header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, cli_conn_write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (api->ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, api->ca_file);
+	/* The daemon's bodies are JSON or streams: no compression, no 100-continue wait. */
+	c->hdrs = curl_slist_append(c->hdrs, "Expect:");
+	if (api->key != NULL) {
+		xasprintf(&h, "Authorization: Bearer %s", api->key);
+		c->hdrs = curl_slist_append(c->hdrs, h);
+		explicit_bzero(h, strlen(h));
+		free(h);
+	}
+	if (content_type != NULL) {
+		xasprintf(&h, "Content-Type: %s", content_type);
+		c->hdrs = curl_slist_append(c->hdrs, h);
+		free(h);
+	}
+	if (upload_fd >= 0) {
+		c->upload_fd = upload_fd;
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, cli_conn_read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, c);
+		c->hdrs = curl_slist_append(c->hdrs, "Transfer-Encoding: chunked");
+	} else if (body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+	    strcmp(method, "PATCH") == 0) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+		curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body ? (const char *)body : "");
+	} else if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
 }
 
-/* The head is in: set up reading the body, or read an error body into *cause. */
-static int
-cli_conn_begin_body(struct cli_conn *c, const char *method, int early, char **cause)
+/* Everything of an error answer, bounded, turned into the cause. */
+static void
+cli_conn_error_body(struct cli_conn *c, char **cause)
 {
-	c->keep = c->head.keep_alive && !early;
-	c->in_body = http_response_has_body(method, c->status);
-	if (c->in_body) {
-		if (c->head.chunked || c->head.content_length >= 0)
-			http_body_init(&c->body, &c->head, 0);
-		else {
-			c->until_close = 1;
-			c->keep = 0;
-		}
-	} else if (!c->keep)
-		cli_conn_close(c);
-	else
-		c->reused = 1;
-	if (c->status >= 300) {
-		struct cli_membuf m = { .max = CLI_HTTP_ERROR_MAX };
-		char *bc = NULL;
-		if (cli_conn_body_all(c, cli_membuf_sink, &m, &bc) == -1) {
-			/* A truncated error body still has a status worth reporting. */
-			free(bc);
-			cli_conn_close(c);
-		}
-		cli_api_error(c->api, c->status, m.data ? m.data : "", m.len, cause);
-		free(m.data);
-		return -1;
+	struct cli_membuf m = { .max = CLI_HTTP_ERROR_MAX };
+	char *bc = NULL;
+
+	/* A truncated error body still has a status worth reporting. */
+	if (cli_conn_body_all(c, cli_membuf_sink, &m, &bc) == -1) {
+		free(bc);
+		cli_conn_stop(c);
 	}
-	return c->status;
+	cli_api_error(c->api, c->status, m.data ? m.data : "", m.len, cause);
+	free(m.data);
 }
 
 int
@@ -669,150 +665,100 @@ cli_conn_request(struct cli_conn *c, const char *method, const char *path,
     const char *content_type, const void *body, size_t len, int upload_fd,
     cli_http_progress progress, void *parg, int *status, char **cause)
 {
-	char *head;
-	int retried = 0, r, early = 0;
-
 	if (status != NULL)
 		*status = 0;
-	if (c->in_body) {
-		/* The previous body was abandoned: its bytes would confuse this answer. */
-		cli_conn_close(c);
-	}
-again:
-	cli_conn_reset(c);
-	if (c->fd == -1 && cli_conn_connect(c, cause) == -1)
-		return -1;
-	head = cli_conn_head(c, method, path, content_type, body, len, upload_fd >= 0);
-	r = cli_conn_send(c, head, strlen(head), cause);
-	explicit_bzero(head, strlen(head));
-	free(head);
-	if (r == 0 && body != NULL && len > 0)
-		r = cli_conn_send(c, body, len, cause);
-	if (r == 0 && upload_fd >= 0) {
-		r = cli_conn_upload(c, upload_fd, progress, parg, cause);
-		early = r == 1;
-		r = r == -1 ? -1 : 0;
-	}
-	if (r == 0)
-		r = cli_conn_read_head(c, cause);
-	if (r != 0) {
-		/*
-		 * The daemon closes idle keep-alive connections without a
-		 * word; a request on such a connection that got no answer at
-		 * all goes out once more on a fresh one. (Were the daemon to
-		 * take a request and die before answering, it is repeated:
-		 * the same risk any HTTP client with keep-alive takes.)
-		 * Uploads are never repeated: their source is consumed.
-		 */
-		if (c->reused && !retried && upload_fd < 0 && (r == -2 || c->len == 0)) {
-			if (cause != NULL) {
-				free(*cause);
-				*cause = NULL;
-			}
-			cli_conn_close(c);
-			retried = 1;
-			goto again;
+	/* An abandoned body would confuse this answer: curl closes that connection. */
+	cli_conn_stop(c);
+	c->errbuf[0] = '\0';
+	c->sent = 0;
+	cli_conn_setup(c, method, path, content_type, body, len, upload_fd);
+	c->progress = progress;
+	c->parg = parg;
+	if (curl_multi_add_handle(c->multi, c->easy) != CURLM_OK)
+		fatalx("curl_multi_add_handle");
+	c->active = 1;
+	/*
+	 * Until the final head is in. curl itself sends a request once more
+	 * on a fresh connection when a kept-alive one turns out closed.
+	 */
+	cli_conn_perform(c);
+	while (!c->head_done && !c->done)
+		if (cli_conn_wait(c, 0, cause) == -1) {
+			cli_conn_stop(c);
+			return -1;
 		}
-		cli_conn_close(c);
+	if (!c->head_done) {
+		cli_conn_failure(c, cause);
+		cli_conn_stop(c);
 		return -1;
 	}
 	if (status != NULL)
 		*status = c->status;
 	/* AIRLOCK_DEBUG=1 shows the conversation, never the key. */
-	log_debug("%s %s%s -> %d", method, c->api->prefix, path, c->status);
-	return cli_conn_begin_body(c, method, early, cause);
+	log_debug("%s %s -> %d", method, path, c->status);
+	c->in_body = 1;
+	if (c->status >= 300) {
+		/* The daemon may have answered before the upload was done: its answer wins. */
+		cli_conn_error_body(c, cause);
+		return -1;
+	}
+	return c->status;
 }
 
-static void
-cli_conn_feed_cb(void *arg, const char *data, size_t n)
-{
-	struct cli_conn *c = arg;
-
-	if (c->sink_failed)
-		return;
-	if (c->sink(c->sink_arg, data, n, &c->sink_cause) == -1)
-		c->sink_failed = 1;
-}
-
-/* The body is complete: keep the connection for the next request or close it. */
+/* Hand buffered bytes to the sink; -1 when it refused them. */
 static int
-cli_conn_body_done(struct cli_conn *c)
+cli_conn_consume(struct cli_conn *c, cli_http_sink sink, void *arg, char **cause)
+{
+	size_t n = c->len;
+
+	if (n == 0)
+		return 0;
+	c->len = 0;
+	if (sink(arg, c->buf, n, cause) == -1) {
+		cli_conn_stop(c);
+		return -1;
+	}
+	if (c->paused) {
+		c->paused = 0;
+		curl_easy_pause(c->easy, CURLPAUSE_CONT);
+	}
+	return 0;
+}
+
+/* The transfer ended: 1 complete, -1 failed (with a cause). */
+static int
+cli_conn_finish(struct cli_conn *c, char **cause)
 {
 	c->in_body = 0;
-	if (c->keep && !c->until_close)
-		c->reused = 1;
-	else
-		cli_conn_close(c);
-	return 1;
-}
-
-/* Hand buffered bytes to the sink: 1 done, 0 more, -1 error. */
-static int
-cli_conn_consume(struct cli_conn *c, char **cause)
-{
-	enum http_body_state st;
-	size_t consumed = 0;
-	char *bc = NULL;
-
-	if (c->until_close) {
-		if (c->len > 0)
-			cli_conn_feed_cb(c, c->buf, c->len);
-		c->len = 0;
-		st = HTTP_BODY_MORE;
-	} else {
-		st = http_body_feed(&c->body, c->buf, c->len, &consumed, cli_conn_feed_cb, c, &bc);
-		memmove(c->buf, c->buf + consumed, c->len - consumed);
-		c->len -= consumed;
-	}
-	if (c->sink_failed) {
-		cause_set(cause, "%s", c->sink_cause ? c->sink_cause : "transfer aborted");
-		free(bc);
-		cli_conn_close(c);
-		c->in_body = 0;
-		return -1;
-	}
-	if (st == HTTP_BODY_ERROR) {
-		cause_set(cause, "bad response body from airlockd: %s", bc);
-		free(bc);
-		cli_conn_close(c);
-		c->in_body = 0;
-		return -1;
-	}
-	if (st == HTTP_BODY_DONE)
-		return cli_conn_body_done(c);
-	return 0;
+	if (c->result == CURLE_OK || (c->upload_fd >= 0 && c->status >= 300 &&
+	    (c->result == CURLE_SEND_ERROR || c->result == CURLE_UPLOAD_FAILED)))
+		return 1;
+	cli_conn_failure(c, cause);
+	cli_conn_stop(c);
+	return -1;
 }
 
 int
 cli_conn_body(struct cli_conn *c, cli_http_sink sink, void *arg, int wait, char **cause)
 {
-	ssize_t n;
-	int r;
-
 	if (!c->in_body)
 		return 1;
-	c->sink = sink;
-	c->sink_arg = arg;
-	if ((r = cli_conn_consume(c, cause)) != 0)
-		return r;
-	n = cli_conn_fill(c, wait, cause);
-	if (n == CLI_READ_AGAIN)
-		return 0;
-	if (n == CLI_READ_ERR) {
-		cli_conn_close(c);
-		c->in_body = 0;
+	if (cli_conn_consume(c, sink, arg, cause) == -1)
 		return -1;
+	if (!c->done && c->len == 0) {
+		if (wait) {
+			if (cli_conn_wait(c, 1, cause) == -1) {
+				cli_conn_stop(c);
+				return -1;
+			}
+		} else
+			cli_conn_perform(c);
+		if (cli_conn_consume(c, sink, arg, cause) == -1)
+			return -1;
 	}
-	if (n == CLI_READ_EOF) {
-		if (c->until_close)
-			return cli_conn_body_done(c);
-		cause_set(cause, "airlockd at %s closed the connection in the middle of an answer",
-		    c->api->url);
-		cli_conn_close(c);
-		c->in_body = 0;
-		return -1;
-	}
-	return cli_conn_consume(c, cause);
+	if (c->done && c->len == 0)
+		return cli_conn_finish(c, cause);
+	return 0;
 }
 
 int

@@ -150,6 +150,15 @@ exec_event(void *arg, const char *event, const char *data, size_t len)
 	const char *msg;
 	int signum;
 
+	/*
+	 * Once our reader is gone the rest of the stream is moot: locally the
+	 * writer would have died of SIGPIPE before it exited (one read of the
+	 * stream may carry the output and the exit together).
+	 */
+	if (ex->broken) {
+		json_decref(j);
+		return 0;
+	}
 	if (ex->o->json) {
 		json_t *line = json_pack("{s:s,s:O?}", "event", event, "data", j);
 		char *s = json_dumps(line, JSON_COMPACT);

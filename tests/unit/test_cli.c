@@ -756,14 +756,30 @@ test_api_errors(void)
 	free(cause);
 	cause = NULL;
 	cli_api_free(api);
+	/* https is a URL like any other (TLS itself is tested against a real airlockd). */
 	setenv("AIRLOCK_URL", "https://x", 1);
+	api = cli_api_new(&cause);
+	CHECK(api != NULL && !cli_api_local(api));
+	cli_api_free(api);
+	setenv("AIRLOCK_URL", "ftp://127.0.0.1", 1);
 	CHECK(cli_api_new(&cause) == NULL);
-	CHECK_CAUSE(cause, "https");
+	CHECK_CAUSE(cause, "must start with http:// or https://");
 	free(cause);
 	cause = NULL;
-	setenv("AIRLOCK_URL", "http://127.0.0.1:99999", 1);
+	const char *bad_urls[] = { "http://127.0.0.1:99999", "http://u:p@127.0.0.1",
+	    "http://127.0.0.1/?q=1", "http://127.0.0.1/#f", "http:// x", "http://" };
+	for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+		setenv("AIRLOCK_URL", bad_urls[i], 1);
+		CHECK(cli_api_new(&cause) == NULL);
+		CHECK_CAUSE(cause, "expected http[s]://HOST[:PORT][/PREFIX]");
+		free(cause);
+		cause = NULL;
+	}
+	setenv("AIRLOCK_CA_FILE", "/nonexistent-airlock-ca.pem", 1);
+	setenv("AIRLOCK_URL", "https://127.0.0.1:1", 1);
 	CHECK(cli_api_new(&cause) == NULL);
-	CHECK_CAUSE(cause, "expected http://HOST[:PORT]");
+	CHECK_CAUSE(cause, "AIRLOCK_CA_FILE /nonexistent-airlock-ca.pem");
+	unsetenv("AIRLOCK_CA_FILE");
 	free(cause);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
 	setenv("AIRLOCK_URL", url, 1);
