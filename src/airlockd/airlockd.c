@@ -14,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "airlockd/api_tls.h"
 #include "config/config.h"
 #include "api/api.h"
 #include "http/http_server.h"
@@ -148,6 +149,8 @@ main(int argc, char *argv[])
 	struct event *sigterm, *sigint;
 	struct daemon d;
 	struct http_server *srv;
+	struct http_tls *tls = NULL;
+	const char *scheme;
 	struct event_base *base;
 	struct metrics *metrics;
 	struct config cfg;
@@ -227,6 +230,11 @@ main(int argc, char *argv[])
 
 	srv = http_server_new(base, api_router, api);
 	api->srv = srv;
+	if (api_tls_setup(&cfg, &tls, &cause) == -1)
+		fatalx("tls: %s", cause);
+	if (tls != NULL)
+		http_tls_attach(tls, srv);
+	scheme = tls != NULL ? "https" : "http";
 	if (http_server_listen(srv, cfg.listen_host, cfg.listen_port, &cause) == -1)
 		fatalx("%s", cause);
 	memset(&d, 0, sizeof(d));
@@ -238,15 +246,16 @@ main(int argc, char *argv[])
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 
-	log_info("listening on http://%s:%d (accel %s, store %s, data %s)", cfg.listen_host,
+	log_info("listening on %s://%s:%d (accel %s, store %s, data %s)", scheme, cfg.listen_host,
 	    http_server_port(srv), api->accel_name, url, cfg.data_dir);
-	printf("airlockd %s ready: http://%s:%d\n", AIRLOCK_VERSION, cfg.listen_host,
+	printf("airlockd %s ready: %s://%s:%d\n", AIRLOCK_VERSION, scheme, cfg.listen_host,
 	    http_server_port(srv));
 	fflush(stdout);
 	event_base_dispatch(base);
 
 	if (d.srv != NULL)
 		http_server_free(d.srv);
+	http_tls_free(tls);
 	api_free(api);
 	sbm_free(sbm);
 	metrics_free(metrics);

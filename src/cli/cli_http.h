@@ -1,9 +1,11 @@
 /*
- * The CLI's HTTP client for airlockd. Blocking sockets and poll(): the CLI
+ * The CLI's HTTP client for airlockd, on libcurl. Blocking calls: the CLI
  * runs one operation at a time, and the few that multiplex (exec -i: the
  * event stream, stdin and SIGWINCH) poll the connection's fd themselves.
  *
- * Configuration: AIRLOCK_URL (default http://127.0.0.1:7070), and the key
+ * Configuration: AIRLOCK_URL (default http://127.0.0.1:7070; https:// is
+ * verified against AIRLOCK_CA_FILE, else for a daemon on this host the
+ * airlock CA in the data dir, else the system store), and the key
  * from AIRLOCK_API_KEY, else $AIRLOCK_DATA_DIR/admin.key when the daemon is
  * on this host (loopback), so root on the host needs no setup and the admin
  * key never goes to a remote daemon by accident. The daemon's answers are untrusted input: heads, bodies

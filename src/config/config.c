@@ -43,6 +43,9 @@ static const struct cfg_entry cfg_table[] = {
 	{ "gateway_rate_rps", NULL, CFG_INT, OFF(gateway_rate_rps), 0, 1000000 },
 	{ "gateway_rate_bps", NULL, CFG_INT, OFF(gateway_rate_bps), 0, 2000000000 },
 	{ "log_debug", "AIRLOCK_DEBUG", CFG_BOOL, OFF(log_debug), 0, 1 },
+	{ "tls", "AIRLOCK_TLS", CFG_STR, OFF(tls), 0, 0 },
+	{ "tls_cert", "AIRLOCK_TLS_CERT", CFG_STR, OFF(tls_cert), 0, 0 },
+	{ "tls_key", "AIRLOCK_TLS_KEY", CFG_STR, OFF(tls_key), 0, 0 },
 };
 
 void
@@ -61,6 +64,7 @@ config_defaults(struct config *c)
 	c->max_sandboxes = 256;
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;
+	c->tls = xstrdup("off");
 }
 
 int
@@ -186,6 +190,9 @@ void
 config_free(struct config *c)
 {
 	free(c->listen_host);
+	free(c->tls);
+	free(c->tls_cert);
+	free(c->tls_key);
 	free(c->data_dir);
 	free(c->store_url);
 	free(c->gateway_bin);

@@ -34,6 +34,10 @@ struct config {
 	int		 gateway_rate_rps;	/* per sandbox default, 0 = unlimited */
 	int		 gateway_rate_bps;
 	int		 log_debug;
+	/* The API over TLS (docs/operations.md "TLS"): off, ca (minted), file. */
+	char		*tls;
+	char		*tls_cert;		/* tls = file: PEM chain */
+	char		*tls_key;
 };
 
 void config_defaults(struct config *c);

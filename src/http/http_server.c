@@ -84,6 +84,8 @@ struct http_server {
 	size_t				 nconns;
 	TAILQ_HEAD(, http_listener)	 listeners;
 	int				 accept_paused;
+	http_transport_fn		 transport;	/* NULL: plain sockets */
+	void				*transport_arg;
 };
 
 static void conn_process(struct http_conn *conn);
@@ -758,7 +760,10 @@ server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *s
 	else if (sa->sa_family == AF_UNIX)
 		snprintf(host, sizeof(host), "unix");
 	snprintf(conn->peer, sizeof(conn->peer), "%s", host);
-	conn->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (srv->transport != NULL)
+		conn->bev = srv->transport(srv->base, fd, srv->transport_arg);
+	else
+		conn->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (conn->bev == NULL) {
 		evutil_closesocket(fd);
 		free(conn);
@@ -791,6 +796,13 @@ server_accept_error(struct evconnlistener *lev, void *arg)
 			evconnlistener_disable(l->lev);
 		srv->accept_paused = 1;
 	}
+}
+
+void
+http_server_set_transport(struct http_server *srv, http_transport_fn fn, void *arg)
+{
+	srv->transport = fn;
+	srv->transport_arg = arg;
 }
 
 struct http_server *

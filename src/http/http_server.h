@@ -26,6 +26,7 @@
 #define HTTP_OUTPUT_HIGH_WATER		(1024 * 1024)	/* stop producers above this */
 
 struct http_server;
+struct bufferevent;
 struct http_req;
 
 /* Body handling chosen by the router once the head is known. */
@@ -49,6 +50,14 @@ struct http_server *http_server_new(struct event_base *base, http_router_cb rout
 /* Listen on host:port (port 0 picks one; http_server_port tells). */
 int http_server_listen(struct http_server *srv, const char *host, int port, char **cause);
 int http_server_port(const struct http_server *srv);
+/*
+ * How an accepted socket becomes a bufferevent (default: a plain socket one).
+ * NULL refuses the connection; the server then closes fd. http_tls.h
+ * provides the TLS transport.
+ */
+typedef struct bufferevent *(*http_transport_fn)(struct event_base *base, evutil_socket_t fd,
+    void *arg);
+void http_server_set_transport(struct http_server *srv, http_transport_fn fn, void *arg);
 /* Stop accepting, close every connection (their on_close callbacks run), free. */
 void http_server_free(struct http_server *srv);
 
