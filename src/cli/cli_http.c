@@ -5,6 +5,8 @@
  * per connection driven by its own multi handle, so a body can be read a
  * piece at a time beside other fds (exec -i polls the socket and stdin).
  */
+#include <sys/select.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -396,15 +398,29 @@ cli_conn_free(struct cli_conn *c)
 	free(c);
 }
 
+/*
+ * The transfer's socket, from what curl says it waits on (CURLINFO_ACTIVESOCKET
+ * names a socket only once a transfer is done or with CONNECT_ONLY). One easy
+ * handle per multi handle: one socket at most. The CLI has few fds, so
+ * fd_set's limit is far.
+ */
 int
 cli_conn_fd(const struct cli_conn *c)
 {
-	curl_socket_t s = CURL_SOCKET_BAD;
+	fd_set r, w, e;
+	int maxfd = -1;
 
-	if (!c->active || curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK ||
-	    s == CURL_SOCKET_BAD)
+	if (!c->active)
 		return -1;
-	return (int)s;
+	FD_ZERO(&r);
+	FD_ZERO(&w);
+	FD_ZERO(&e);
+	if (curl_multi_fdset(c->multi, &r, &w, &e, &maxfd) != CURLM_OK)
+		return -1;
+	for (int fd = 0; fd <= maxfd; fd++)
+		if (FD_ISSET(fd, &r) || FD_ISSET(fd, &w))
+			return fd;
+	return -1;
 }
 
 size_t

@@ -383,6 +383,21 @@ sse_out(struct http_req *req, const char *ev, const char *raw)
 	http_sse_event(req, ev, json_pack("{s:s}", "data", enc));
 }
 
+/* "slowstart": the start event comes after the head, as a real VM's does. */
+static void
+fake_slow_start(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_req *req = arg;
+
+	if (!http_req_closed(req)) {
+		http_sse_event(req, "start", json_pack("{s:i}", "pid", 8));
+		sse_out(req, "stdout", "slow\n");
+		http_sse_event(req, "exit", json_pack("{s:i,s:n}", "code", 0, "signal"));
+		http_reply_end(req);
+	}
+	http_req_unref(req);
+}
+
 static void
 fake_exec(struct http_req *req, void *arg)
 {
@@ -397,6 +412,13 @@ fake_exec(struct http_req *req, void *arg)
 	if (strcmp(cmd, "nostart") == 0) {
 		http_sse_event(req, "error", json_pack("{s:s}", "message", "nostart: not found"));
 		http_reply_end(req);
+		json_decref(j);
+		return;
+	}
+	if (strcmp(cmd, "slowstart") == 0) {
+		struct timeval tv = { 0, 300 * 1000 };
+		http_req_ref(req);
+		event_base_once(base, -1, EV_TIMEOUT, fake_slow_start, req, &tv);
 		json_decref(j);
 		return;
 	}
@@ -995,6 +1017,54 @@ test_ps_attach(void)
 	unlink(otmp);
 }
 
+/*
+ * Events that come well after the response head (a real sandbox's start and
+ * output) are read as they arrive: the loop polls the stream's socket.
+ */
+static void
+test_exec_late_events(void)
+{
+	char otmp[] = "/tmp/airlock-test-late.XXXXXX", *out;
+	char *argv[] = { "slowstart", NULL };
+	struct cli_exec_opts o;
+	struct cli_api *api;
+	size_t len;
+	int fd;
+
+	memset(&o, 0, sizeof(o));
+	o.id = "sb1";
+	o.cmd = argv;
+	o.ncmd = 1;
+	o.env = json_object();
+	fd = mkstemp(otmp);
+	api = cli_api_new(NULL);
+	CHECK(cmd_exec_run(api, &o, STDIN_FILENO, fd, STDERR_FILENO) == 0);
+	cli_api_free(api);
+	cmd_exec_opts_free(&o);
+	close(fd);
+	CHECK(read_file(otmp, 4096, &out, &len, NULL) == 0);
+	CHECK_STR(out, "slow\n");
+	free(out);
+	unlink(otmp);
+
+	/* The loop above can only wait on the stream if it has a socket to poll. */
+	struct cli_conn *c;
+	char *cause = NULL;
+	api = cli_api_new(NULL);
+	c = cli_conn_new(api);
+	CHECK(cli_conn_fd(c) == -1);
+	const char *slow = "{\"cmd\":[\"slowstart\"]}";
+	CHECK(cli_conn_request(c, "POST", "/v1/sandboxes/sb1/exec", "application/json",
+	    slow, strlen(slow), -1, NULL, NULL, NULL, &cause) == 200);
+	CHECK(cli_conn_fd(c) >= 0);
+	json_t *rest = cli_conn_json(c, &cause);
+	CHECK(rest == NULL);	/* an event stream is not JSON */
+	json_decref(rest);
+	free(cause);
+	cli_conn_free(c);
+	cli_api_free(api);
+}
+
 /* stdout closed under us (| head): the remote command is stopped, exit 141. */
 static void
 test_exec_broken_pipe(void)
@@ -1284,6 +1354,7 @@ client(void *arg)
 	T_RUN(test_api_errors);
 	T_RUN(test_commands);
 	T_RUN(test_exec);
+	T_RUN(test_exec_late_events);
 	T_RUN(test_exec_broken_pipe);
 	T_RUN(test_ps_attach);
 	T_RUN(test_exec_tty);
