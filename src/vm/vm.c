@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "common/log.h"
@@ -29,6 +28,7 @@
 #include "vm/qemu_argv.h"
 #include "vm/vm.h"
 #include "vm/vm_adopt.h"
+#include "vm/vm_console.h"
 #include "vm/vm_jail.h"
 #include "vm/vm_qmp.h"
 
@@ -60,11 +60,8 @@ struct vm {
 	struct vm_cgroup	 vm_cg;
 
 	struct qmp		*vm_qmp;
-	struct bufferevent	*vm_con;
-	int			 vm_logfd;
-	size_t			 vm_logsize, vm_logmax;
-	char			*vm_tail[VM_CONSOLE_TAIL_LINES];
-	int			 vm_tailpos;
+	struct vm_console	*vm_con;
+	size_t			 vm_console_max;
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
 	char			*vm_qmp_err;		/* why QMP never came up */
 
@@ -157,25 +154,6 @@ vm_timer_in(struct vm *vm, int ms, event_callback_fn fn)
 	evtimer_add(vm->vm_timer, &tv);
 }
 
-/* Last console lines, oldest first, malloc'd. */
-static char *
-vm_console_tail(struct vm *vm)
-{
-	char *out = xstrdup(""), *n;
-	int i;
-
-	for (i = 0; i < VM_CONSOLE_TAIL_LINES; i++) {
-		const char *l = vm->vm_tail[(vm->vm_tailpos + i) % VM_CONSOLE_TAIL_LINES];
-
-		if (l == NULL)
-			continue;
-		xasprintf(&n, "%s%s\n", out, l);
-		free(out);
-		out = n;
-	}
-	return out;
-}
-
 /* Call the user; returns -1 when vm_free ran meanwhile (touch nothing then). */
 static int
 vm_emit(struct vm *vm, const struct vm_event *e)
@@ -243,80 +221,16 @@ vm_op_fail(struct vm *vm, const char *fmt, ...)
 /* --- console --------------------------------------------------------- */
 
 static void
-vm_log_write(struct vm *vm, const char *line, size_t len)
+vm_console_line(const char *line, size_t len, void *arg)
 {
-	char *old;
-
-	if (vm->vm_logfd == -1)
-		return;
-	if (vm->vm_logsize + len + 1 > vm->vm_logmax) {
-		/* Keep one previous generation: bounded disk, recent history kept. */
-		xasprintf(&old, "%s.1", vm->vm_sb->ss_console);
-		rename(vm->vm_sb->ss_console, old);
-		free(old);
-		close(vm->vm_logfd);
-		vm->vm_logfd = open(vm->vm_sb->ss_console, O_WRONLY | O_CREAT | O_TRUNC |
-		    O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-		vm->vm_logsize = 0;
-		if (vm->vm_logfd == -1)
-			return;
-	}
-	if (write(vm->vm_logfd, line, len) > 0 && write(vm->vm_logfd, "\n", 1) > 0)
-		vm->vm_logsize += len + 1;
-}
-
-static int
-vm_console_line(struct vm *vm, char *line, size_t len)
-{
+	struct vm *vm = arg;
 	struct vm_event e;
-	int slot;
 
-	while (len > 0 && line[len - 1] == '\r')
-		line[--len] = '\0';
-	vm_log_write(vm, line, len);
-	slot = vm->vm_tailpos;
-	free(vm->vm_tail[slot]);
-	vm->vm_tail[slot] = xstrdup(line);
-	vm->vm_tailpos = (slot + 1) % VM_CONSOLE_TAIL_LINES;
 	memset(&e, 0, sizeof(e));
 	e.type = VM_EVENT_CONSOLE;
 	e.line = line;
-	return vm_emit(vm, &e);
-}
-
-static void
-vm_console_read(struct bufferevent *bev, void *arg)
-{
-	struct vm *vm = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	char *line;
-	size_t len;
-
-	while ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
-		int gone = vm_console_line(vm, line, len);
-
-		free(line);
-		if (gone)
-			return;
-	}
-	/* A guest printing without newlines must not grow our buffer. */
-	if ((len = evbuffer_get_length(in)) > VM_CONSOLE_LINE_MAX) {
-		line = xmalloc(VM_CONSOLE_LINE_MAX + 1);
-		evbuffer_remove(in, line, VM_CONSOLE_LINE_MAX);
-		line[VM_CONSOLE_LINE_MAX] = '\0';
-		vm_console_line(vm, line, VM_CONSOLE_LINE_MAX);
-		free(line);
-	}
-}
-
-static void
-vm_console_error(struct bufferevent *bev, short what, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* The console ends with the VMM; the exit path reports it. */
-	bufferevent_free(vm->vm_con);
-	vm->vm_con = NULL;
+	e.line_len = len;
+	vm_emit(vm, &e);	/* vm_free inside frees the console, which notices */
 }
 
 int
@@ -380,9 +294,8 @@ vm_console_connect(struct vm *vm, char **cause)
 		close(fd);
 		return -1;
 	}
-	vm->vm_con = bufferevent_socket_new(vm->vm_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	bufferevent_setcb(vm->vm_con, vm_console_read, NULL, vm_console_error, vm);
-	bufferevent_enable(vm->vm_con, EV_READ);
+	vm->vm_con = vm_console_new(vm->vm_base, fd, vm->vm_sb->ss_console, vm->vm_console_max,
+	    vm_console_line, vm);
 	return 0;
 }
 
@@ -440,15 +353,17 @@ vm_check_finished(struct vm *vm)
 		return;
 	expected = (vm->vm_flags & VM_F_WANT_EXIT) != 0;
 	/* Drain what the console still holds so the tail is complete. */
+	tail = NULL;
 	if (vm->vm_con != NULL) {
-		vm_console_read(vm->vm_con, vm);
-		if (vm->vm_freed)
+		if (vm_console_drain(vm->vm_con) == -1 || vm->vm_freed)
 			return;
-		bufferevent_free(vm->vm_con);
+		tail = vm_console_tail(vm->vm_con);
+		vm_console_free(vm->vm_con);
 		vm->vm_con = NULL;
 	}
+	if (tail == NULL)
+		tail = xstrdup("");
 	reason = vm_exit_reason(vm);
-	tail = vm_console_tail(vm);
 	if (vm_cgroup_destroy(&vm->vm_cg, NULL) == -1)
 		log_warnx("vm %s: cgroup not removed", vm->vm_name);
 	if (vm->vm_pidfd != -1) {
@@ -513,8 +428,7 @@ vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	vm->vm_state = VM_STARTING;
 	vm->vm_pid = -1;
 	vm->vm_pidfd = -1;
-	vm->vm_logfd = -1;
-	vm->vm_logmax = cfg->console_max ? cfg->console_max : VM_CONSOLE_MAX;
+	vm->vm_console_max = cfg->console_max ? cfg->console_max : VM_CONSOLE_MAX;
 	vm->vm_snapfd = -1;
 	vm->vm_evcb = ev;
 	vm->vm_opcb = done;
@@ -578,8 +492,6 @@ vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
 		cause_set(cause, "open %s: %s", vm->vm_sb->ss_qemulog, strerror(errno));
 		goto bad;
 	}
-	vm->vm_logfd = open(vm->vm_sb->ss_console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-	    O_NOFOLLOW, 0600);
 	memset(&j, 0, sizeof(j));
 	j.root = vm->vm_sb->ss_jaildir;
 	j.sandbox_dir = vm->vm_sb->ss_vmdir;
@@ -818,10 +730,8 @@ vm_adopt(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	struct vm_cgroup cg;
 	struct vm_proc vp;
 	struct vm_spec spec;
-	struct stat st;
 	struct vm *vm;
 	struct timespec t0;
-	int logfd;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (vm_proc_find(cfg->name, cfg->sandbox->ss_uid, &vp, cause) == -1)
@@ -836,15 +746,11 @@ vm_adopt(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 		close(vp.vp_pidfd);
 		goto bad;
 	}
-	/* The guest printed on while nobody listened; QEMU dropped it. Append. */
-	if ((logfd = open(cfg->sandbox->ss_console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-	    O_NOFOLLOW, 0600)) == -1) {
-		cause_set(cause, "open %s: %s", cfg->sandbox->ss_console, strerror(errno));
-		vm_cgroup_clear(&cg);
-		close(vp.vp_pidfd);
-		goto bad;
-	}
-	/* From here on the VM owns the pidfd, cgroup and log: vm_free releases them. */
+	/*
+	 * From here on the VM owns the pidfd and cgroup: vm_free releases them.
+	 * The console is appended to once QMP is up; what the guest printed
+	 * while nobody listened is lost (QEMU drops it).
+	 */
 	vm = vm_new(base, cfg, ev, done, arg);
 	vm->vm_t0 = t0;
 	vm->vm_op = VM_OP_ADOPT;
@@ -853,9 +759,6 @@ vm_adopt(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	vm->vm_pid = vp.vp_pid;
 	vm->vm_pidfd = vp.vp_pidfd;
 	vm->vm_cg = cg;
-	vm->vm_logfd = logfd;
-	if (fstat(logfd, &st) == 0)
-		vm->vm_logsize = (size_t)st.st_size;
 	/* The snapshot header's device list, as vm_spawn derives it at boot. */
 	vm_spec_common(cfg, &spec);
 	spec.net = vp.vp_net;
@@ -1545,6 +1448,10 @@ vm_stats(struct vm *vm, struct vm_stats *st)
 	st->pid = vm->vm_pid;
 	st->cgroup_bytes = vm_cgroup_memory(&vm->vm_cg);
 	st->cgroup_limit = vm_cgroup_memory_limit(&vm->vm_cg);
+	if (vm->vm_con != NULL) {
+		st->console_bytes = vm_console_bytes(vm->vm_con);
+		st->console_dropped = vm_console_dropped(vm->vm_con);
+	}
 	if (vm->vm_pid <= 0 || (vm->vm_flags & VM_F_DEAD))
 		return;
 	xasprintf(&path, "/proc/%d/smaps_rollup", (int)vm->vm_pid);
@@ -1571,10 +1478,6 @@ vm_stats(struct vm *vm, struct vm_stats *st)
 static void
 vm_release(struct vm *vm)
 {
-	int i;
-
-	for (i = 0; i < VM_CONSOLE_TAIL_LINES; i++)
-		free(vm->vm_tail[i]);
 	free(vm->vm_name);
 	free(vm->vm_template);
 	free(vm->vm_kernel_id);
@@ -1607,10 +1510,8 @@ vm_free(struct vm *vm)
 		qmp_free(vm->vm_qmp);
 		vm->vm_qmp = NULL;
 	}
-	if (vm->vm_con != NULL) {
-		bufferevent_free(vm->vm_con);
-		vm->vm_con = NULL;
-	}
+	vm_console_free(vm->vm_con);
+	vm->vm_con = NULL;
 	if (vm->vm_pid > 0 && !(vm->vm_flags & VM_F_DEAD)) {
 		/* Synchronous on purpose: SIGKILL'd QEMU is gone in milliseconds. */
 		if (vm->vm_pidfd != -1)
@@ -1642,9 +1543,6 @@ vm_free(struct vm *vm)
 		stor_snapshot_abort(&vm->vm_snap);
 	}
 	stor_snapshot_free(&vm->vm_snap);
-	if (vm->vm_logfd != -1)
-		close(vm->vm_logfd);
-	vm->vm_logfd = -1;
 	/* Inside one of our callbacks the caller's frames still read vm. */
 	if (vm->vm_depth > 0) {
 		event_base_once(vm->vm_base, -1, EV_TIMEOUT, vm_release_cb, vm, NULL);

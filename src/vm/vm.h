@@ -31,23 +31,22 @@
 #define VM_MIGRATE_TIMEOUT_MS	120000	/* device state stream / restore */
 #define VM_MIGRATE_POLL_MS	2
 #define VM_QUIT_TIMEOUT_MS	3000	/* quit to exit, before SIGKILL */
-#define VM_CONSOLE_MAX		(1024 * 1024)	/* console.log size before rotation */
-#define VM_CONSOLE_LINE_MAX	4096
-#define VM_CONSOLE_TAIL_LINES	40	/* quoted when the VMM dies unexpectedly */
+#define VM_CONSOLE_MAX		(1024 * 1024)	/* retained console bytes (console.log + .1) */
 #define VM_MEM_OVERHEAD		(384ULL << 20)	/* cgroup limit = guest RAM + this */
 #define VM_TCG_TB_MB		64		/* TCG code cache cap (default 1 GiB) */
 
 enum vm_state { VM_STARTING, VM_RUNNING, VM_PAUSED, VM_STOPPING, VM_EXITED };
 
 enum vm_event_type {
-	VM_EVENT_CONSOLE,	/* line: one serial console line, without newline */
+	VM_EVENT_CONSOLE,	/* line, line_len: one serial console line, without newline */
 	VM_EVENT_GUEST_STOPPED,	/* reason: guest powered off, reset or panicked */
 	VM_EVENT_EXITED,	/* the VMM is gone and its resources are released */
 };
 
 struct vm_event {
 	enum vm_event_type	 type;
-	const char		*line;
+	const char		*line;		/* CONSOLE: NUL-terminated, may hold NULs too */
+	size_t			 line_len;
 	const char		*reason;	/* GUEST_STOPPED, EXITED */
 	int			 expected;	/* EXITED: vm_stop/vm_snapshot asked for it */
 	const char		*console_tail;	/* EXITED: last console lines */
@@ -73,7 +72,7 @@ struct vm_config {
 	int				 tap_fd;	/* tap in that netns, or -1: no NIC */
 	struct vm_limits		 limits;	/* zero fields get defaults */
 	const char			*cgroup_root;	/* NULL: detect under /sys/fs/cgroup */
-	size_t				 console_max;	/* console.log rotation; 0: VM_CONSOLE_MAX */
+	size_t				 console_max;	/* retained console cap; 0: VM_CONSOLE_MAX */
 };
 
 enum vm_restore_mem {
@@ -88,6 +87,8 @@ struct vm_stats {
 	long long	 cgroup_bytes;		/* -1 if unknown */
 	long long	 cgroup_limit;
 	double		 cpu_seconds;
+	uint64_t	 console_bytes;		/* read from the serial console */
+	uint64_t	 console_dropped;	/* ... and not kept (console_file.h) */
 };
 
 /* Spawn a jailed VMM and boot the kernel; done runs when the guest is running. */
