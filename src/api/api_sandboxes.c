@@ -16,7 +16,7 @@
 #include "egress/egress_policy.h"
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
-#include "vm/vm_boot.h"
+#include "vm/console_file.h"
 
 #define API_LOG_TAIL_MAX	(4 * 1024 * 1024)
 
@@ -304,12 +304,17 @@ api_sandboxes_logs(struct api_call *c)
 {
 	struct sandbox *sb = api_sandbox(c, NULL);
 	long long tail;
-	char *text;
+	char *raw, *text;
+	size_t len = 0, tlen;
 
 	if (sb == NULL || api_query_int(c, "tail", 1, API_LOG_TAIL_MAX, 65536, &tail) == -1)
 		return;
-	text = sb_console_path(sb) ? vm_boot_tail(sb_console_path(sb), (size_t)tail) : xstrdup("");
-	http_reply(c->req, 200, "text/plain; charset=utf-8", text, strlen(text));
+	/* Both generations; NUL, ESC and invalid UTF-8 shown escaped, never cut or passed raw. */
+	raw = sb_console_path(sb) ? console_file_read(sb_console_path(sb), (size_t)tail, &len) :
+	    xstrdup("");
+	text = console_escape(raw, len, &tlen);
+	http_reply(c->req, 200, "text/plain; charset=utf-8", text, tlen);
+	free(raw);
 	free(text);
 	api_call_done(c);
 }

@@ -16,8 +16,9 @@ logs_write(void *arg, const char *data, size_t n, char **cause)
 	ssize_t w;
 
 	/*
-	 * The console is the guest's own output: written as is, like cat
-	 * would, since that is what someone debugging a boot wants to see.
+	 * Written as received: the API has already escaped every control
+	 * byte (NUL, ESC, ...) and invalid UTF-8, so a hostile guest can
+	 * neither hide lines nor drive the user's terminal.
 	 */
 	while (n > 0) {
 		w = write(STDOUT_FILENO, data, n);
@@ -65,7 +66,10 @@ logs_json(struct cli_api *api, const char *path, const char *id, json_t **out, c
 		free(b.data);
 		return -1;
 	}
-	/* Console bytes need not be UTF-8; invalid sequences would make jansson refuse. */
+	/*
+	 * The API sends escaped UTF-8; a daemon from before that sent raw
+	 * bytes, which jansson refuses when they are not UTF-8.
+	 */
 	*out = json_pack("{s:s,s:s#}", "id", id, "logs", b.data ? b.data : "", b.len);
 	if (*out == NULL) {
 		for (size_t i = 0; i < b.len; i++)
