@@ -46,6 +46,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "tls", "AIRLOCK_TLS", CFG_STR, OFF(tls), 0, 0 },
 	{ "tls_cert", "AIRLOCK_TLS_CERT", CFG_STR, OFF(tls_cert), 0, 0 },
 	{ "tls_key", "AIRLOCK_TLS_KEY", CFG_STR, OFF(tls_key), 0, 0 },
+	/* Retained serial console per sandbox, bytes (docs/vm-engine.md "Console"). */
+	{ "console_max", "AIRLOCK_CONSOLE_MAX", CFG_INT, OFF(console_max), 8192, 1L << 30 },
 };
 
 void

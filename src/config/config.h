@@ -38,6 +38,7 @@ struct config {
 	char		*tls;
 	char		*tls_cert;		/* tls = file: PEM chain */
 	char		*tls_key;
+	long		 console_max;		/* retained console bytes per sandbox; 0: VM_CONSOLE_MAX */
 };
 
 void config_defaults(struct config *c);

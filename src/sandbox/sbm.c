@@ -25,6 +25,7 @@
 #include "images/stor_snapshot.h"
 #include "images/template.h"
 #include "vm/accel.h"
+#include "vm/console_file.h"
 #include "vm/vm.h"
 
 struct sb_op {
@@ -89,6 +90,7 @@ static void sb_run_next(struct sandbox *sb);
 static void sb_adopt_fail(struct sandbox *sb, const char *why);
 static void sb_adopt_check(struct sandbox *sb);
 static void sb_release(struct sandbox *sb);
+static size_t sb_console_max(const struct sandbox *sb);
 static void sb_boot_slot_release(struct sandbox *sb);
 
 /* --- small helpers ----------------------------------------------------- */
@@ -346,17 +348,17 @@ sb_release(struct sandbox *sb)
 		sb->have_island = 0;
 	}
 	if (sb->have_stor) {
-		/* Keep the console log for GET .../logs after a failure. */
-		char *keep = NULL, *dst = paths_data("logs/%s.console", sb->rec.id);
-		if (read_file(sb->stor.ss_console, 4 * 1024 * 1024, &keep, NULL, NULL) == 0) {
-			char *dir = paths_data("logs");
-			if (mkdir_p(dir, 0700, NULL) == 0)
-				write_file_atomic(dst, keep, strlen(keep), 0600, NULL);
-			free(dir);
-			free(keep);
+		/*
+		 * Keep the retained console (both generations, NULs and all) for
+		 * GET .../logs after the VM is gone (suspend, failure).
+		 */
+		char *dst = paths_data("logs/%s.console", sb->rec.id), *dir = paths_data("logs");
+		if (mkdir_p(dir, 0700, NULL) == 0 && console_file_save(sb->stor.ss_console, dst,
+		    sb_console_max(sb), NULL) == 0) {
 			free(sb->console);
 			sb->console = xstrdup(dst);
 		}
+		free(dir);
 		free(dst);
 		if (stor_sandbox_destroy(&sb->stor, &cause) == -1) {
 			log_warnx("sandbox %s: %s", sb->rec.id, cause);
@@ -542,6 +544,12 @@ sb_vm_ready(struct vm *vm, const char *error, void *arg)
 	sb_deadline_set(sb, SBM_BOOT_TIMEOUT_MS);
 }
 
+static size_t
+sb_console_max(const struct sandbox *sb)
+{
+	return sb->m->cfg->console_max > 0 ? (size_t)sb->m->cfg->console_max : VM_CONSOLE_MAX;
+}
+
 /* The VM config of boot, restore and adopt; tp NULL: no kernel (adopt). */
 static void
 sb_vm_config(struct sandbox *sb, const struct template_paths *tp, struct vm_config *vc)
@@ -558,6 +566,7 @@ sb_vm_config(struct sandbox *sb, const struct template_paths *tp, struct vm_conf
 	vc->memory_mb = sb->rec.memory_mb;
 	vc->sandbox = &sb->stor;
 	vc->netns_fd = vc->tap_fd = -1;
+	vc->console_max = sb_console_max(sb);
 }
 
 /* Disk, island and VM config shared by boot and restore. */
@@ -911,7 +920,7 @@ sb_remove_secrets(struct sandbox *sb)
 static void
 sb_op_delete(struct sandbox *sb)
 {
-	char *cause = NULL;
+	char *cause = NULL, *saved;
 
 	sb_set_state(sb, "deleting", NULL);
 	sb_release(sb);
@@ -923,8 +932,12 @@ sb_op_delete(struct sandbox *sb)
 		free(cause);
 		return;
 	}
+	/* Nothing of the console stays: the saved copy, wherever console points. */
+	saved = paths_data("logs/%s.console", sb->rec.id);
+	console_file_remove(saved);
+	free(saved);
 	if (sb->console != NULL)
-		unlink(sb->console);
+		console_file_remove(sb->console);
 	sb_event(sb, "deleted", NULL);
 	TAILQ_REMOVE(&sb->m->sandboxes, sb, entry);
 	sb->gone = 1;
