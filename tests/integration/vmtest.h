@@ -7,7 +7,8 @@
  * guest agent: it prints "CNT n FILES a,b," every 0.2 s listing a tmpfs,
  * and creates files there on "touch NAME" lines from the agent port;
  * "panic" makes it (PID 1) exit, which panics the guest kernel; "flood N"
- * prints N lines of ~100 bytes.
+ * prints N lines of ~100 bytes; "sh CMD" runs a bash command line as root
+ * (the console tests start floods with it: `sh yes > /dev/console &`).
  */
 #ifndef AIRLOCK_TEST_VMTEST_H
 #define AIRLOCK_TEST_VMTEST_H
@@ -56,6 +57,7 @@ static const char vt_init_script[] =
 	"        panic) echo \"PANICKING\"; exit 1;;\n"
 	"        flood) l=0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789;"
 	" for ((i = 0; i < arg; i++)); do echo \"F$i $l\"; done; echo \"FLOOD DONE\";;\n"
+	"        sh) eval \"$arg\";;\n"
 	"      esac\n"
 	"    done < \"$port\"\n"
 	"  fi\n"
