@@ -62,6 +62,7 @@ struct vm {
 	struct qmp		*vm_qmp;
 	struct vm_console	*vm_con;
 	size_t			 vm_console_max;
+	int			 vm_console_events;
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
 	char			*vm_qmp_err;		/* why QMP never came up */
 
@@ -294,8 +295,9 @@ vm_console_connect(struct vm *vm, char **cause)
 		close(fd);
 		return -1;
 	}
+	/* Without line events a flood of short lines costs a copy per chunk, nothing per line. */
 	vm->vm_con = vm_console_new(vm->vm_base, fd, vm->vm_sb->ss_console, vm->vm_console_max,
-	    vm_console_line, vm);
+	    vm->vm_console_events ? vm_console_line : NULL, vm);
 	return 0;
 }
 
@@ -429,6 +431,7 @@ vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	vm->vm_pid = -1;
 	vm->vm_pidfd = -1;
 	vm->vm_console_max = cfg->console_max ? cfg->console_max : VM_CONSOLE_MAX;
+	vm->vm_console_events = cfg->console_events;
 	vm->vm_snapfd = -1;
 	vm->vm_evcb = ev;
 	vm->vm_opcb = done;

@@ -38,7 +38,7 @@
 enum vm_state { VM_STARTING, VM_RUNNING, VM_PAUSED, VM_STOPPING, VM_EXITED };
 
 enum vm_event_type {
-	VM_EVENT_CONSOLE,	/* line, line_len: one serial console line, without newline */
+	VM_EVENT_CONSOLE,	/* line, line_len: one console line (if console_events) */
 	VM_EVENT_GUEST_STOPPED,	/* reason: guest powered off, reset or panicked */
 	VM_EVENT_EXITED,	/* the VMM is gone and its resources are released */
 };
@@ -73,6 +73,7 @@ struct vm_config {
 	struct vm_limits		 limits;	/* zero fields get defaults */
 	const char			*cgroup_root;	/* NULL: detect under /sys/fs/cgroup */
 	size_t				 console_max;	/* retained console cap; 0: VM_CONSOLE_MAX */
+	int				 console_events; /* emit VM_EVENT_CONSOLE per line */
 };
 
 enum vm_restore_mem {

@@ -119,7 +119,7 @@ co_input(struct vm_console *co, const char *buf, size_t len)
 	co->co_bytes += len;
 	console_file_write(&co->co_file, buf, len);
 	co_tail_add(co, buf, len);
-	return co_lines(co, buf, len);
+	return co->co_cb != NULL ? co_lines(co, buf, len) : 0;
 }
 
 static void
@@ -177,7 +177,7 @@ vm_console_drain(struct vm_console *co)
 			return -1;
 		co_hangup(co);
 	}
-	if (co->co_linelen > 0 && co_emit(co) == -1)
+	if (co->co_cb != NULL && co->co_linelen > 0 && co_emit(co) == -1)
 		return -1;
 	return 0;
 }

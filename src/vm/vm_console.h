@@ -38,7 +38,8 @@ typedef void (*vm_console_line_cb)(const char *line, size_t len, void *arg);
 
 /*
  * Capture fd (a connected, non-blocking stream socket; owned from now on)
- * into the retained console at path, capped at cap bytes. Never fails: a
+ * into the retained console at path, capped at cap bytes; cb NULL: no
+ * line splitting at all (airlockd needs none). Never fails: a
  * console file that cannot be opened counts what it misses (console_file.h).
  */
 struct vm_console *vm_console_new(struct event_base *base, int fd, const char *path,

@@ -309,6 +309,7 @@ vt_config(const char *name, const struct stor_sandbox *ss, int netns_fd, int tap
 	c.sandbox = ss;
 	c.netns_fd = netns_fd;
 	c.tap_fd = tap_fd;
+	c.console_events = 1;
 	return c;
 }
 
