@@ -619,7 +619,7 @@ test_crash(void)
 	}
 	CHECK(box_boot(&b, TEST_APPEND) == 0);
 	CHECK(vt_wait_line(&b.t, 0, "CNT 2 ", BOOT_MS) >= 0);
-	/* ~150 KB of console output with a 100 KB cap: rotated once, bounded. */
+	/* ~150 KB of console output with a 100 KB cap (50 KB per generation): rotated, bounded. */
 	{
 		struct stat st;
 		char *old;
