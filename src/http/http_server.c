@@ -1,6 +1,7 @@
 /* HTTP/1.1 server: connection and request lifecycles on bufferevents. */
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,6 +59,19 @@ struct http_req {
 	struct event		*heartbeat;
 };
 
+/*
+ * Where a connection is, for its deadline and for shedding. HEAD and IDLE
+ * have no request in progress: they are on the shed lists.
+ */
+enum conn_phase {
+	CONN_HEAD,	/* no complete head: since accept, or the next request's first byte */
+	CONN_IDLE,	/* keep-alive: no byte of the next request yet */
+	CONN_BODY,	/* receiving a request body */
+	CONN_BUSY,	/* handler or response in progress (or closing): no read deadline */
+};
+
+struct http_addr;
+
 struct http_conn {
 	struct http_server	*srv;
 	struct bufferevent	*bev;
@@ -67,8 +81,40 @@ struct http_conn {
 	int			 dispatching;	/* inside conn_process: no free */
 	int			 dead;		/* closed while dispatching */
 	TAILQ_ENTRY(http_conn)	 entry;
+
+	/* Connection accounting: one timer for the phase's deadline. */
+	struct http_addr	*addr;		/* NULL: not an IP peer, no per-address cap */
+	struct event		*timer;
+	enum conn_phase		 phase;
+	int			 sheddable;	/* on srv->idle and addr->idle */
+	uint64_t		 since_ms;	/* without a request since (accept, response end) */
+	uint64_t		 head_t0_ms;	/* the head deadline counts from here */
+	uint64_t		 body_deadline_ms;
+	uint64_t		 body_frac;	/* bytes * 1000 not yet turned into credit */
+	uint64_t		 paused_at_ms;	/* the handler paused the body (0: not) */
+	TAILQ_ENTRY(http_conn)	 idle_entry;	/* srv->idle, oldest first */
+	TAILQ_ENTRY(http_conn)	 addr_entry;	/* addr->idle, oldest first */
 };
 TAILQ_HEAD(http_conns, http_conn);
+
+/* One client address: an IPv4 address or an IPv6 /64 (what one host gets). */
+struct http_addr_key {
+	uint8_t		family;		/* 4 or 6 */
+	uint8_t		bytes[8];
+};
+
+struct http_addr {
+	struct http_addr_key	 key;
+	char			 name[INET6_ADDRSTRLEN + 4];
+	unsigned		 nconns;	/* the entry lives while this is > 0 */
+	unsigned		 refused;	/* since the last log line */
+	uint64_t		 logged_ms;
+	struct http_conns	 idle;		/* this address's sheddable ones */
+	LIST_ENTRY(http_addr)	 entry;
+};
+
+/* Distinct addresses are at most conns_max: chains stay short. */
+#define HTTP_ADDR_BUCKETS	1024
 
 struct http_listener {
 	struct evconnlistener		*lev;
@@ -83,17 +129,24 @@ struct http_server {
 	struct http_conns		 conns;
 	size_t				 nconns;
 	TAILQ_HEAD(, http_listener)	 listeners;
-	int				 accept_paused;
+	int				 accept_paused;	/* out of fds, nothing to shed */
 	http_transport_fn		 transport;	/* NULL: plain sockets */
 	void				*transport_arg;
+
+	struct http_limits		 lim;
+	struct http_conns		 idle;		/* sheddable, oldest first */
+	LIST_HEAD(, http_addr)		 addrs[HTTP_ADDR_BUCKETS];
+	unsigned			 shed, refused;	/* since the last log line */
+	uint64_t			 shed_logged_ms, refused_logged_ms;
 };
 
 static void conn_process(struct http_conn *conn);
 static void conn_close(struct http_conn *conn, const char *why);
 static void req_maybe_free(struct http_req *req);
+static void req_abandon(struct http_req *req);
+static void conn_set_phase(struct http_conn *conn, enum conn_phase phase);
+static void conn_body_paused(struct http_conn *conn, int paused);
 
-static const struct timeval head_tv = { HTTP_HEAD_TIMEOUT_S, 0 };
-static const struct timeval idle_tv = { HTTP_IDLE_TIMEOUT_S, 0 };
 static const struct timeval write_tv = { HTTP_WRITE_TIMEOUT_S, 0 };
 
 /* --- requests --------------------------------------------------------- */
@@ -252,6 +305,8 @@ http_req_pause_body(struct http_req *req, int paused)
 {
 	if (req->conn == NULL || req->body_done)
 		return;
+	/* Time paused by the handler is not the client's: the body deadline waits. */
+	conn_body_paused(req->conn, paused);
 	if (paused)
 		bufferevent_disable(req->conn->bev, EV_READ);
 	else {
@@ -321,12 +376,12 @@ resp_ended(struct http_req *req)
 		conn->closing = 1;
 	conn->req = NULL;
 	req->conn = NULL;
+	conn_set_phase(conn, conn->closing ? CONN_BUSY : CONN_IDLE);
 	if (conn->closing) {
 		bufferevent_disable(conn->bev, EV_READ);
 		if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
 			conn_close(conn, NULL);
 	} else {
-		bufferevent_set_timeouts(conn->bev, &idle_tv, &write_tv);
 		/* Bytes of the next request may already be waiting. */
 		if (!conn->dispatching)
 			conn_process(conn);
@@ -484,6 +539,357 @@ req_abandon(struct http_req *req)
 	}
 }
 
+/* --- connection accounting: deadlines, addresses, shedding ------------ */
+
+/*
+ * Half the cap or more open: keep-alive connections idle for less time, so
+ * a flood is shed by the clock before it needs shedding at accept.
+ */
+static int
+srv_pressure(const struct http_server *srv)
+{
+	return srv->nconns >= srv->lim.conns_max / 2;
+}
+
+/*
+ * The phase's deadline (UINT64_MAX: none) and what passing it means. No
+ * deadline restarts when a byte arrives: a head counts from accept or from
+ * its first byte, a body earns time only at the minimum rate.
+ */
+static uint64_t
+conn_deadline(const struct http_conn *conn, const char **why)
+{
+	const struct http_limits *lim = &conn->srv->lim;
+
+	*why = NULL;
+	switch (conn->phase) {
+	case CONN_HEAD:
+		*why = "no complete request head in time";
+		return conn->head_t0_ms + lim->head_ms;
+	case CONN_IDLE:
+		*why = "keep-alive idle";
+		return conn->since_ms + (srv_pressure(conn->srv) ? lim->idle_pressure_ms :
+		    lim->idle_ms);
+	case CONN_BODY:
+		*why = "request body below the minimum rate";
+		return conn->paused_at_ms != 0 ? UINT64_MAX : conn->body_deadline_ms;
+	case CONN_BUSY:
+		break;
+	}
+	return UINT64_MAX;
+}
+
+/*
+ * Arm the timer for the deadline. Deadlines only move later while armed
+ * (body credit, pressure ending), so the timer may fire early and re-arm:
+ * nothing is re-armed per byte.
+ */
+static void
+conn_arm(struct http_conn *conn)
+{
+	const char *why;
+	uint64_t now = monotonic_ms(), at = conn_deadline(conn, &why), early;
+	struct timeval tv;
+
+	/* Pressure may start while this one idles: look again at the shorter time. */
+	if (conn->phase == CONN_IDLE) {
+		early = conn->since_ms + conn->srv->lim.idle_pressure_ms;
+		if (early > now && early < at)
+			at = early;
+	}
+	if (at == UINT64_MAX) {
+		event_del(conn->timer);
+		return;
+	}
+	at = at > now ? at - now : 0;
+	tv.tv_sec = (time_t)(at / 1000);
+	tv.tv_usec = (suseconds_t)(at % 1000) * 1000;
+	event_add(conn->timer, &tv);
+}
+
+static void
+conn_expire(struct http_conn *conn, const char *why)
+{
+	struct http_req *req = conn->req;
+
+	/* A body cut short is answered, so the client knows why (as for 413). */
+	if (conn->phase == CONN_BODY && req != NULL && req->resp == RESP_NONE) {
+		log_debug("http %s: %s", conn->peer, why);
+		req->refs++;
+		http_reply_error(req, 408, "timeout", "%s", why);
+		req_abandon(req);
+		req->refs--;
+		req_maybe_free(req);
+		return;
+	}
+	conn_close(conn, why);
+}
+
+static void
+conn_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct http_conn *conn = arg;
+	const char *why;
+
+	if (monotonic_ms() < conn_deadline(conn, &why)) {
+		conn_arm(conn);
+		return;
+	}
+	conn_expire(conn, why);
+}
+
+static void
+conn_shed_unlink(struct http_conn *conn)
+{
+	if (!conn->sheddable)
+		return;
+	TAILQ_REMOVE(&conn->srv->idle, conn, idle_entry);
+	if (conn->addr != NULL)
+		TAILQ_REMOVE(&conn->addr->idle, conn, addr_entry);
+	conn->sheddable = 0;
+}
+
+/* Move to a phase: shed lists, timestamps, deadline. */
+static void
+conn_set_phase(struct http_conn *conn, enum conn_phase phase)
+{
+	uint64_t now = monotonic_ms();
+
+	if (conn->dead)
+		return;
+	if (phase == CONN_HEAD || phase == CONN_IDLE) {
+		/* Oldest first: the position is kept from IDLE into HEAD. */
+		if (!conn->sheddable) {
+			conn->since_ms = now;
+			TAILQ_INSERT_TAIL(&conn->srv->idle, conn, idle_entry);
+			if (conn->addr != NULL)
+				TAILQ_INSERT_TAIL(&conn->addr->idle, conn, addr_entry);
+			conn->sheddable = 1;
+		}
+	} else
+		conn_shed_unlink(conn);
+	conn->phase = phase;
+	if (phase == CONN_HEAD)
+		conn->head_t0_ms = now;
+	else if (phase == CONN_BODY) {
+		conn->body_deadline_ms = now + conn->srv->lim.body_grace_ms;
+		conn->body_frac = 0;
+		conn->paused_at_ms = 0;
+	}
+	conn_arm(conn);
+}
+
+/*
+ * n body bytes arrived: 1 s of credit per body_min_rate bytes (the
+ * mod_reqtimeout MinRate rule), never banked more than body_credit_ms
+ * ahead, so a fast start does not buy an endless trickle afterwards.
+ */
+static void
+conn_body_progress(struct http_conn *conn, size_t n)
+{
+	const struct http_limits *lim = &conn->srv->lim;
+	uint64_t cap;
+
+	if (conn->phase != CONN_BODY || n == 0)
+		return;
+	conn->body_frac += (uint64_t)n * 1000;
+	conn->body_deadline_ms += conn->body_frac / lim->body_min_rate;
+	conn->body_frac %= lim->body_min_rate;
+	cap = monotonic_ms() + lim->body_credit_ms;
+	if (conn->body_deadline_ms > cap)
+		conn->body_deadline_ms = cap;
+}
+
+static void
+conn_body_paused(struct http_conn *conn, int paused)
+{
+	uint64_t now = monotonic_ms();
+
+	if (conn->dead || conn->phase != CONN_BODY || (paused != 0) == (conn->paused_at_ms != 0))
+		return;
+	if (paused)
+		conn->paused_at_ms = now != 0 ? now : 1;
+	else {
+		conn->body_deadline_ms += now - conn->paused_at_ms;
+		conn->paused_at_ms = 0;
+	}
+	conn_arm(conn);
+}
+
+/* An IPv4 address (also v4-mapped) or an IPv6 /64; -1 for other peers. */
+static int
+addr_key(const struct sockaddr *sa, struct http_addr_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (sa->sa_family == AF_INET) {
+		k->family = 4;
+		memcpy(k->bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			k->family = 4;
+			memcpy(k->bytes, a6->s6_addr + 12, 4);
+		} else {
+			k->family = 6;
+			memcpy(k->bytes, a6->s6_addr, 8);
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static struct http_addr *
+addr_get(struct http_server *srv, const struct http_addr_key *k)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+	struct http_addr *a;
+	struct in6_addr a6;
+	size_t i;
+
+	h = (h ^ k->family) * 16777619u;
+	for (i = 0; i < sizeof(k->bytes); i++)
+		h = (h ^ k->bytes[i]) * 16777619u;
+	LIST_FOREACH(a, &srv->addrs[h % HTTP_ADDR_BUCKETS], entry)
+		if (a->key.family == k->family && memcmp(a->key.bytes, k->bytes, 8) == 0)
+			return a;
+	a = xcalloc(1, sizeof(*a));
+	a->key = *k;
+	TAILQ_INIT(&a->idle);
+	if (k->family == 4)
+		inet_ntop(AF_INET, k->bytes, a->name, sizeof(a->name));
+	else {
+		memset(&a6, 0, sizeof(a6));
+		memcpy(a6.s6_addr, k->bytes, 8);
+		inet_ntop(AF_INET6, &a6, a->name, INET6_ADDRSTRLEN);
+		i = strlen(a->name);
+		snprintf(a->name + i, sizeof(a->name) - i, "/64");
+	}
+	LIST_INSERT_HEAD(&srv->addrs[h % HTTP_ADDR_BUCKETS], a, entry);
+	return a;
+}
+
+static void
+addr_put(struct http_addr *a)
+{
+	if (a != NULL && a->nconns == 0) {
+		LIST_REMOVE(a, entry);
+		free(a);
+	}
+}
+
+/* Sheds and refusals come in floods: one line per interval, with a count. */
+static void
+srv_log_limits(struct http_server *srv, uint64_t now)
+{
+	uint64_t every = (uint64_t)HTTP_LIMIT_LOG_INTERVAL_S * 1000;
+
+	if (srv->shed > 0 && (srv->shed_logged_ms == 0 || now - srv->shed_logged_ms >= every)) {
+		log_warnx("http: shed %u connections without a request in progress "
+		    "(%zu open, cap %u)", srv->shed, srv->nconns, srv->lim.conns_max);
+		srv->shed = 0;
+		srv->shed_logged_ms = now;
+	}
+	if (srv->refused > 0 &&
+	    (srv->refused_logged_ms == 0 || now - srv->refused_logged_ms >= every)) {
+		log_warnx("http: refused %u connections: all %zu open have a request in "
+		    "progress (cap %u)", srv->refused, srv->nconns, srv->lim.conns_max);
+		srv->refused = 0;
+		srv->refused_logged_ms = now;
+	}
+}
+
+/*
+ * Close the connection (of one address, or of all) that has been without a
+ * request in progress the longest, unless it is younger than
+ * shed_min_age_ms: a client that sends its request within that time is
+ * never shed by a flood of new connections.
+ */
+static int
+srv_shed(struct http_server *srv, struct http_addr *a, uint64_t now, unsigned min_age_ms)
+{
+	struct http_conn *c = a != NULL ? TAILQ_FIRST(&a->idle) : TAILQ_FIRST(&srv->idle);
+
+	if (c == NULL || now - c->since_ms < min_age_ms)
+		return 0;
+	srv->shed++;
+	conn_close(c, a != NULL ? "shed: per-address cap" : "shed: near the connection cap");
+	srv_log_limits(srv, now);
+	return 1;
+}
+
+/*
+ * Refuse a connection we cannot take: a 503 the client can act on, sent
+ * without waiting (it fits a fresh socket's buffer), then close.
+ */
+static void
+srv_refuse(struct http_server *srv, evutil_socket_t fd, struct http_addr *a, int per_addr,
+    uint64_t now)
+{
+	static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nServer: airlock\r\n"
+	    "Content-Type: application/json\r\nContent-Length: 67\r\nRetry-After: 1\r\n"
+	    "Connection: close\r\n\r\n"
+	    "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\"}}";
+
+	(void)send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	evutil_closesocket(fd);
+	if (per_addr) {
+		a->refused++;
+		if (a->logged_ms == 0 || now - a->logged_ms >= (uint64_t)HTTP_LIMIT_LOG_INTERVAL_S * 1000) {
+			log_warnx("http %s: refused %u connections: %u open from this address, "
+			    "each with a request in progress (cap %u)", a->name, a->refused,
+			    a->nconns - 1, srv->lim.conns_per_addr);
+			a->refused = 0;
+			a->logged_ms = now;
+		}
+	} else {
+		srv->refused++;
+		srv_log_limits(srv, now);
+	}
+	if (a != NULL) {
+		a->nconns--;
+		addr_put(a);
+	}
+}
+
+void
+http_limits_default(struct http_limits *lim)
+{
+	lim->conns_max = HTTP_CONNS_MAX;
+	lim->conns_per_addr = HTTP_CONNS_PER_ADDR;
+	lim->shed_min_age_ms = HTTP_SHED_MIN_AGE_MS;
+	lim->head_ms = HTTP_HEAD_TIMEOUT_S * 1000;
+	lim->idle_ms = HTTP_IDLE_TIMEOUT_S * 1000;
+	lim->idle_pressure_ms = HTTP_IDLE_PRESSURE_S * 1000;
+	lim->body_grace_ms = HTTP_BODY_GRACE_S * 1000;
+	lim->body_min_rate = HTTP_BODY_MIN_RATE;
+	lim->body_credit_ms = HTTP_BODY_CREDIT_S * 1000;
+}
+
+static unsigned
+clamp(unsigned v, unsigned lo, unsigned hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+void
+http_server_set_limits(struct http_server *srv, const struct http_limits *lim)
+{
+	struct http_limits *l = &srv->lim;
+
+	*l = *lim;
+	l->conns_max = clamp(l->conns_max, 1, 1U << 20);
+	l->conns_per_addr = clamp(l->conns_per_addr, 0, l->conns_max);
+	l->head_ms = clamp(l->head_ms, 1, 3600 * 1000);
+	l->idle_ms = clamp(l->idle_ms, 1, 3600 * 1000);
+	l->idle_pressure_ms = clamp(l->idle_pressure_ms, 1, l->idle_ms);
+	l->body_min_rate = clamp(l->body_min_rate, 1, UINT32_MAX / 1000);
+	l->body_credit_ms = clamp(l->body_credit_ms, 1, 3600 * 1000);
+	/* The credit cap must not pull the first deadline in (conn_arm relies on it). */
+	l->body_grace_ms = clamp(l->body_grace_ms, 1, l->body_credit_ms);
+}
+
 /* --- connections ------------------------------------------------------ */
 
 static void
@@ -506,9 +912,18 @@ conn_close(struct http_conn *conn, const char *why)
 	}
 	bufferevent_free(conn->bev);
 	conn->bev = NULL;
+	conn_shed_unlink(conn);
+	event_free(conn->timer);
+	conn->timer = NULL;
+	if (conn->addr != NULL) {
+		conn->addr->nconns--;
+		addr_put(conn->addr);
+		conn->addr = NULL;
+	}
 	TAILQ_REMOVE(&srv->conns, conn, entry);
 	srv->nconns--;
-	if (srv->accept_paused && srv->nconns < HTTP_SERVER_CONNS_MAX) {
+	/* Paused for want of fds: one is free again. */
+	if (srv->accept_paused) {
 		struct http_listener *l;
 		TAILQ_FOREACH(l, &srv->listeners, entry)
 			evconnlistener_enable(l->lev);
@@ -553,7 +968,7 @@ req_body_complete(struct http_req *req)
 
 	req->body_done = 1;
 	if (conn != NULL)
-		bufferevent_set_timeouts(conn->bev, NULL, &write_tv);
+		conn_set_phase(conn, CONN_BUSY);
 	if (req->mode == HTTP_BODY_BUFFER && req->body != NULL) {
 		size_t len = evbuffer_get_length(req->body);
 		req->body_flat = xmalloc(len + 1);
@@ -586,6 +1001,7 @@ conn_read_body(struct http_conn *conn)
 		st = http_body_feed(&req->dec, v.iov_base, v.iov_len, &consumed, body_sink, req,
 		    &cause);
 		evbuffer_drain(in, consumed);
+		conn_body_progress(conn, consumed);
 		if (st == HTTP_BODY_ERROR) {
 			int status = strstr(cause, "too large") ? 413 : 400;
 			if (req->resp == RESP_NONE) {
@@ -636,7 +1052,7 @@ conn_new_request(struct http_conn *conn)
 	conn->req = req;
 	memcpy(req->peer, conn->peer, sizeof(req->peer));
 	req->keep_alive = req->head.keep_alive;
-	bufferevent_set_timeouts(conn->bev, &idle_tv, &write_tv);
+	conn_set_phase(conn, CONN_BUSY);
 	if (http_split_target(req->head.target, &req->path, &req->query) == -1) {
 		req->path = xstrdup("");
 		req->query = xstrdup("");
@@ -647,6 +1063,8 @@ conn_new_request(struct http_conn *conn)
 	/* Known before routing, so an immediate answer can keep the connection. */
 	if (!req->head.chunked && req->head.content_length <= 0)
 		req->body_done = 1;
+	else
+		conn_set_phase(conn, CONN_BODY);
 	req->refs++;
 	conn->srv->router(req, conn->srv->arg);
 	req->refs--;
@@ -683,6 +1101,9 @@ conn_process(struct http_conn *conn)
 		if (conn->req == NULL) {
 			if (evbuffer_get_length(in) == 0)
 				break;
+			/* The next request's first byte: its head deadline starts now. */
+			if (conn->phase == CONN_IDLE)
+				conn_set_phase(conn, CONN_HEAD);
 			if (conn_new_request(conn) == -1)
 				break;	/* need more bytes, or failed */
 			continue;
@@ -735,24 +1156,50 @@ conn_eventcb(struct bufferevent *bev, short what, void *arg)
 {
 	struct http_conn *conn = arg;
 
-	if (what & BEV_EVENT_TIMEOUT)
-		conn_close(conn, "timeout");
+	if (what & BEV_EVENT_TIMEOUT)	/* reads have conn->timer; this is output */
+		conn_close(conn, "write timeout");
 	else if (what & BEV_EVENT_EOF)
 		conn_close(conn, "eof");
 	else if (what & BEV_EVENT_ERROR)
 		conn_close(conn, strerror(EVUTIL_SOCKET_ERROR()));
 }
 
+/*
+ * Take a connection, or make room for it: past the per-address cap the
+ * address's oldest connection without a request in progress goes, near the
+ * total cap the server's oldest such connection does. Only when every
+ * connection has a request in progress is the newcomer refused (503).
+ */
 static void
 server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
 {
 	struct http_server *srv = arg;
+	const struct http_limits *lim = &srv->lim;
+	struct http_addr_key key;
+	struct http_addr *a = NULL;
 	struct http_conn *conn;
 	char host[INET6_ADDRSTRLEN] = "?";
+	uint64_t now = monotonic_ms();
 
+	if (addr_key(sa, &key) == 0) {
+		a = addr_get(srv, &key);
+		a->nconns++;	/* counted now: shedding its others cannot free a */
+	}
+	if (a != NULL && lim->conns_per_addr != 0 && a->nconns > lim->conns_per_addr &&
+	    !srv_shed(srv, a, now, lim->shed_min_age_ms)) {
+		srv_refuse(srv, fd, a, 1, now);
+		return;
+	}
+	if (srv->nconns >= lim->conns_max - lim->conns_max / HTTP_SHED_RESERVE_DIV)
+		srv_shed(srv, NULL, now, lim->shed_min_age_ms);
+	if (srv->nconns >= lim->conns_max) {
+		srv_refuse(srv, fd, a, 0, now);
+		return;
+	}
 	conn = xcalloc(1, sizeof(*conn));
 	conn->srv = srv;
+	conn->addr = a;
 	if (sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
 	else if (sa->sa_family == AF_INET6)
@@ -764,38 +1211,49 @@ server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *s
 		conn->bev = srv->transport(srv->base, fd, srv->transport_arg);
 	else
 		conn->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (conn->bev == NULL) {
-		evutil_closesocket(fd);
+	conn->timer = evtimer_new(srv->base, conn_timer_cb, conn);
+	if (conn->bev == NULL || conn->timer == NULL) {
+		if (conn->bev != NULL)
+			bufferevent_free(conn->bev);
+		else
+			evutil_closesocket(fd);
+		if (conn->timer != NULL)
+			event_free(conn->timer);
+		if (a != NULL) {
+			a->nconns--;
+			addr_put(a);
+		}
 		free(conn);
 		return;
 	}
 	bufferevent_setcb(conn->bev, conn_readcb, conn_writecb, conn_eventcb, conn);
-	bufferevent_set_timeouts(conn->bev, &head_tv, &write_tv);
-	bufferevent_enable(conn->bev, EV_READ);
+	/* Read deadlines are conn->timer's: bytes must not restart them. */
+	bufferevent_set_timeouts(conn->bev, NULL, &write_tv);
 	TAILQ_INSERT_TAIL(&srv->conns, conn, entry);
-	/* Refuse to take more than we can serve: pause accept, do not fail. */
-	if (++srv->nconns >= HTTP_SERVER_CONNS_MAX) {
-		struct http_listener *l;
-		TAILQ_FOREACH(l, &srv->listeners, entry)
-			evconnlistener_disable(l->lev);
-		srv->accept_paused = 1;
-	}
+	srv->nconns++;
+	conn_set_phase(conn, CONN_HEAD);	/* the first head counts from accept */
+	bufferevent_enable(conn->bev, EV_READ);
 }
 
 static void
 server_accept_error(struct evconnlistener *lev, void *arg)
 {
+	struct http_server *srv = arg;
+	struct http_listener *l;
 	int err = EVUTIL_SOCKET_ERROR();
 
-	/* Out of fds: libevent would spin on the listener; wait for a close instead. */
-	log_warnx("http accept: %s", evutil_socket_error_to_string(err));
-	if (err == EMFILE || err == ENFILE) {
-		struct http_server *srv = arg;
-		struct http_listener *l;
-		TAILQ_FOREACH(l, &srv->listeners, entry)
-			evconnlistener_disable(l->lev);
-		srv->accept_paused = 1;
+	if (err != EMFILE && err != ENFILE) {
+		log_warnx("http accept: %s", evutil_socket_error_to_string(err));
+		return;
 	}
+	/* Out of fds: free one held without a request, whatever its age, and retry. */
+	if (srv_shed(srv, NULL, monotonic_ms(), 0))
+		return;
+	/* Nothing to shed: libevent would spin on the listener; wait for a close instead. */
+	log_warnx("http accept: %s", evutil_socket_error_to_string(err));
+	TAILQ_FOREACH(l, &srv->listeners, entry)
+		evconnlistener_disable(l->lev);
+	srv->accept_paused = 1;
 }
 
 void
@@ -815,6 +1273,10 @@ http_server_new(struct event_base *base, http_router_cb router, void *arg)
 	srv->arg = arg;
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->listeners);
+	TAILQ_INIT(&srv->idle);
+	for (size_t i = 0; i < HTTP_ADDR_BUCKETS; i++)
+		LIST_INIT(&srv->addrs[i]);
+	http_limits_default(&srv->lim);
 	return srv;
 }
 
@@ -845,7 +1307,8 @@ http_server_listen(struct http_server *srv, const char *host, int port, char **c
 	}
 	l = xcalloc(1, sizeof(*l));
 	l->lev = evconnlistener_new_bind(srv->base, server_accept, srv,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 128,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    HTTP_LISTEN_BACKLOG,
 	    (struct sockaddr *)&ss, len);
 	if (l->lev == NULL) {
 		cause_set(cause, "listen on %s:%d: %s", host, port, strerror(errno));

@@ -3,8 +3,13 @@
  * common/http_parse. Request bodies stream to the handler (uploads have no
  * size limit beyond disk) or are buffered up to a limit (JSON); responses are
  * fixed-length, chunked, or server-sent events with heartbeats. One request
- * at a time per connection (no pipelining in parallel), keep-alive, timeouts,
- * and a connection cap that pauses accept() rather than failing.
+ * at a time per connection (no pipelining in parallel), keep-alive.
+ *
+ * Connection limits (docs/security.md "Connection limits"): deadlines that
+ * bytes do not restart (a whole head within HTTP_HEAD_TIMEOUT_S, a body at
+ * HTTP_BODY_MIN_RATE), a cap per client address, and a total cap reached
+ * only by connections with a request in progress: before that, the
+ * connections idle or without a complete head the longest are shed.
  */
 #ifndef AIRLOCK_HTTP_SERVER_H
 #define AIRLOCK_HTTP_SERVER_H
@@ -17,11 +22,25 @@
 
 #include "http/http_parse.h"
 
-#define HTTP_SERVER_CONNS_MAX		1024
 #define HTTP_JSON_BODY_MAX		(1024 * 1024)
-#define HTTP_HEAD_TIMEOUT_S		30	/* to receive a complete head */
-#define HTTP_IDLE_TIMEOUT_S		120	/* keep-alive and body inactivity */
-#define HTTP_WRITE_TIMEOUT_S		120
+#define HTTP_WRITE_TIMEOUT_S		120	/* no output progress (restarts on each write) */
+
+/*
+ * Connection limits: the defaults of struct http_limits. Why each number is
+ * what it is: docs/security.md "Connection limits".
+ */
+#define HTTP_CONNS_MAX			4096	/* all connections of a server */
+#define HTTP_CONNS_PER_ADDR		256	/* per IPv4 address or IPv6 /64 */
+#define HTTP_SHED_RESERVE_DIV		16	/* shedding starts 1/16 below the cap */
+#define HTTP_SHED_MIN_AGE_MS		100	/* a new connection has this long to send a head */
+#define HTTP_LISTEN_BACKLOG		1024	/* absorbs bursts of connects between accepts */
+#define HTTP_HEAD_TIMEOUT_S		10	/* whole head, from accept or its first byte */
+#define HTTP_IDLE_TIMEOUT_S		60	/* keep-alive between requests */
+#define HTTP_IDLE_PRESSURE_S		5	/* ... while half the cap or more is open */
+#define HTTP_BODY_GRACE_S		20	/* a body's first allowance */
+#define HTTP_BODY_MIN_RATE		1024	/* then bytes/s on average ... */
+#define HTTP_BODY_CREDIT_S		60	/* ... banking at most this far ahead */
+#define HTTP_LIMIT_LOG_INTERVAL_S	60	/* refusals and sheds: one line per interval */
 #define HTTP_SSE_HEARTBEAT_S		15
 #define HTTP_OUTPUT_HIGH_WATER		(1024 * 1024)	/* stop producers above this */
 
@@ -46,7 +65,27 @@ typedef void (*http_event_cb)(struct http_req *req, void *arg);
  */
 typedef void (*http_router_cb)(struct http_req *req, void *arg);
 
+/*
+ * A server's limits (milliseconds, bytes, connections). Every field is
+ * bounded in http_server_set_limits; tests shorten the times.
+ */
+struct http_limits {
+	unsigned	conns_max;		/* refused (503) only when none can be shed */
+	unsigned	conns_per_addr;		/* 0: no per-address cap (behind a proxy) */
+	unsigned	shed_min_age_ms;	/* never shed a connection younger than this */
+	unsigned	head_ms;
+	unsigned	idle_ms;
+	unsigned	idle_pressure_ms;
+	unsigned	body_grace_ms;
+	unsigned	body_min_rate;		/* bytes per second, >= 1 */
+	unsigned	body_credit_ms;
+};
+
+void http_limits_default(struct http_limits *lim);
+
 struct http_server *http_server_new(struct event_base *base, http_router_cb router, void *arg);
+/* Replace the limits (before listening); out-of-range values are clamped. */
+void http_server_set_limits(struct http_server *srv, const struct http_limits *lim);
 /* Listen on host:port (port 0 picks one; http_server_port tells). */
 int http_server_listen(struct http_server *srv, const char *host, int port, char **cause);
 int http_server_port(const struct http_server *srv);

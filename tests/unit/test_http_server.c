@@ -3,13 +3,20 @@
  * streamed bodies, limits, malformed input, SSE and client disconnects.
  * The server runs on the main thread's event loop; a client thread speaks
  * raw HTTP with blocking sockets.
+ *
+ * Connection limits run against a second server on the same loop with short
+ * times and small caps: head and body deadlines that bytes do not extend,
+ * keep-alive idle (shorter under pressure), the per-address cap, and
+ * shedding near the total cap. Clients bind 127.x.y.z to be many addresses.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -20,8 +27,8 @@
 #include "t.h"
 
 static struct event_base *base;
-static struct http_server *srv;
-static int port;
+static struct http_server *srv, *lsrv;
+static int port, lport;
 static uint64_t streamed;
 static volatile int sse_closed, owned_abandoned;
 
@@ -129,6 +136,22 @@ router(struct http_req *req, void *arg)
 		http_reply_error(req, 404, "not_found", "no route %s", p);
 }
 
+/* A connection to the limits server from source address src (127.0.0.0/8 is all local). */
+static int
+dial_from(const char *src)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)lport) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, src, &me.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1)
+		abort();
+	return fd;
+}
+
 static int
 dial(void)
 {
@@ -188,6 +211,257 @@ closed_by_peer(int fd)
 	/* Unread request bytes turn the server's close into a reset. */
 	ssize_t n = read(fd, &c, 1);
 	return n == 0 || (n == -1 && errno == ECONNRESET);
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait up to max_ms for the server to close fd, writing the next byte of
+ * trickle (if any) every every_ms. Returns the ms from t0 to the close, or
+ * -1 if fd is still open; what the server said before closing goes to got.
+ */
+static long
+wait_closed(int fd, uint64_t t0, long max_ms, const char *trickle, long every_ms,
+    char *got, size_t gotsz)
+{
+	uint64_t next = now_ms();
+	size_t glen = 0;
+
+	got[0] = '\0';
+	while ((long)(now_ms() - t0) < max_ms) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (trickle != NULL && *trickle != '\0' && now_ms() >= next) {
+			if (write(fd, trickle++, 1) != 1)
+				return (long)(now_ms() - t0);
+			next += (uint64_t)every_ms;
+		}
+		if (poll(&pfd, 1, 20) == 1) {
+			ssize_t n = read(fd, got + glen, gotsz - 1 - glen);
+			if (n <= 0)
+				return (long)(now_ms() - t0);
+			glen += (size_t)n;
+			got[glen] = '\0';
+		}
+	}
+	return -1;
+}
+
+/* fd shows no close (nor anything else) for ms. */
+static int
+still_open(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) == 0;
+}
+
+static void
+get_hello(int fd)
+{
+	const char *req = "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+	char *r;
+
+	send_all(fd, req, strlen(req));
+	r = read_until(fd, "hi", 1);
+	CHECK(strstr(r, "200 OK") != NULL);
+	free(r);
+}
+
+static int
+sse_from(const char *src)
+{
+	int fd = dial_from(src);
+	char *r;
+
+	send_all(fd, "GET /sse-forever HTTP/1.1\r\nHost: t\r\n\r\n", 39);
+	r = read_until(fd, "event: tick", 1);
+	CHECK(strstr(r, "event: tick") != NULL);
+	free(r);
+	return fd;
+}
+
+/* The whole head within head_ms of accept, however steadily bytes trickle. */
+static void
+limits_head(void)
+{
+	const char *head = "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+	char got[4096];
+	uint64_t t0 = now_ms();
+	int fd = dial_from("127.0.0.9");
+	long ms = wait_closed(fd, t0, 4000, head, 1000, got, sizeof(got));
+
+	fprintf(stderr, "head trickled 1 byte/s: closed after %ld ms (deadline 2000)\n", ms);
+	CHECK(ms >= 1800 && ms <= 2700);
+	CHECK(strstr(got, "200 OK") == NULL);
+	close(fd);
+
+	/* On keep-alive, the next head counts from its first byte, not per byte. */
+	fd = dial_from("127.0.0.9");
+	get_hello(fd);
+	usleep(500000);
+	t0 = now_ms();
+	ms = wait_closed(fd, t0, 4000, head, 1000, got, sizeof(got));
+	fprintf(stderr, "second head trickled 1 byte/s: closed %ld ms after its first byte\n", ms);
+	CHECK(ms >= 1800 && ms <= 2700);
+	close(fd);
+}
+
+/* A body below the minimum rate gets a 408 and the close; one at rate is served. */
+static void
+limits_body(void)
+{
+	const char *head = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n";
+	char slow[1001], got[4096], *r;
+	uint64_t t0;
+	long ms;
+	int fd;
+
+	memset(slow, 'z', 1000);
+	slow[1000] = '\0';
+	fd = dial_from("127.0.0.10");
+	send_all(fd, head, strlen(head));
+	t0 = now_ms();
+	/* 10 bytes/s against 100: 1 s grace plus 10 ms per byte, about 1.1 s. */
+	ms = wait_closed(fd, t0, 4000, slow, 100, got, sizeof(got));
+	fprintf(stderr, "body at 10 B/s (minimum 100): closed after %ld ms\n", ms);
+	CHECK(ms >= 900 && ms <= 2000);
+	CHECK(strstr(got, "408 Request Timeout") != NULL && strstr(got, "minimum rate") != NULL);
+	close(fd);
+
+	/* 250 bytes/s for 3 s, three times the grace: served. */
+	fd = dial_from("127.0.0.10");
+	head = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 750\r\n\r\n";
+	send_all(fd, head, strlen(head));
+	for (int i = 0; i < 15; i++) {
+		send_all(fd, slow, 50);
+		usleep(200000);
+	}
+	r = read_until(fd, "}", 1);
+	CHECK(strstr(r, "200 OK") != NULL && strstr(r, "\"len\":750") != NULL);
+	free(r);
+	close(fd);
+}
+
+/* Keep-alive idle: idle_ms, or idle_pressure_ms while half the cap is open. */
+static void
+limits_idle(void)
+{
+	char got[256];
+	uint64_t t0;
+	long ms;
+	int fd, others[3];
+
+	fd = dial_from("127.0.0.11");
+	get_hello(fd);
+	t0 = now_ms();
+	ms = wait_closed(fd, t0, 5000, NULL, 0, got, sizeof(got));
+	fprintf(stderr, "keep-alive idle alone: closed after %ld ms (idle 3000)\n", ms);
+	CHECK(ms >= 2700 && ms <= 3700);
+	close(fd);
+
+	for (int i = 0; i < 3; i++) {
+		char src[32];
+		snprintf(src, sizeof(src), "127.0.0.%d", 12 + i);
+		others[i] = dial_from(src);
+	}
+	fd = dial_from("127.0.0.11");
+	get_hello(fd);
+	t0 = now_ms();
+	ms = wait_closed(fd, t0, 5000, NULL, 0, got, sizeof(got));
+	fprintf(stderr, "keep-alive idle with 4 of 8 open: closed after %ld ms (1000)\n", ms);
+	CHECK(ms >= 800 && ms <= 1600);
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(others[i]);
+	usleep(200000);
+}
+
+/* Past the per-address cap: the address's idle go first; all busy, refused. */
+static void
+limits_per_addr(void)
+{
+	int busy[3], idle[3], fd;
+	char *r;
+
+	for (int i = 0; i < 3; i++)
+		busy[i] = sse_from("127.0.0.2");
+	fd = dial_from("127.0.0.2");
+	r = read_until(fd, "}}", 1);
+	CHECK(strstr(r, "503 Service Unavailable") != NULL && strstr(r, "Retry-After: 1") != NULL);
+	free(r);
+	close(fd);
+	fd = dial_from("127.0.0.3");
+	get_hello(fd);
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(busy[i]);
+
+	for (int i = 0; i < 3; i++) {
+		idle[i] = dial_from("127.0.0.4");
+		usleep(50000);
+	}
+	usleep(400000);
+	fd = dial_from("127.0.0.4");
+	get_hello(fd);
+	CHECK(closed_by_peer(idle[0]));
+	CHECK(still_open(idle[1], 100) && still_open(idle[2], 100));
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(idle[i]);
+	usleep(200000);
+}
+
+/*
+ * At the total cap: a new client that sends its request is served, the
+ * oldest connection without a request is shed, one with a request in
+ * progress (older still) is not. All in progress: refused.
+ */
+static void
+limits_shed(void)
+{
+	int busy, idle[7], all[8], fd;
+	char src[32], *r;
+
+	busy = sse_from("127.0.1.1");
+	for (int i = 0; i < 7; i++) {
+		snprintf(src, sizeof(src), "127.0.1.%d", 2 + i);
+		idle[i] = dial_from(src);
+		usleep(30000);
+	}
+	usleep(400000);
+	fd = dial_from("127.0.2.1");
+	get_hello(fd);
+	CHECK(closed_by_peer(idle[0]));
+	for (int i = 1; i < 7; i++)
+		CHECK(still_open(idle[i], i == 1 ? 100 : 0));
+	r = read_until(busy, "event: tick", 3);
+	CHECK(strstr(r, "event: tick") != NULL);
+	free(r);
+	close(fd);
+	close(busy);
+	for (int i = 0; i < 7; i++)
+		close(idle[i]);
+	usleep(200000);
+
+	for (int i = 0; i < 8; i++) {
+		snprintf(src, sizeof(src), "127.0.3.%d", 1 + i);
+		all[i] = sse_from(src);
+	}
+	fd = dial_from("127.0.4.1");
+	r = read_until(fd, "}}", 1);
+	CHECK(strstr(r, "503 Service Unavailable") != NULL);
+	free(r);
+	close(fd);
+	for (int i = 0; i < 8; i++)
+		close(all[i]);
+	usleep(200000);
 }
 
 static void *
@@ -311,6 +585,12 @@ client(void *arg)
 		usleep(10000);
 	CHECK(sse_closed);
 
+	T_RUN(limits_head);
+	T_RUN(limits_body);
+	T_RUN(limits_idle);
+	T_RUN(limits_per_addr);
+	T_RUN(limits_shed);
+
 	fd = dial();
 	send_all(fd, "GET /stop HTTP/1.1\r\nHost: t\r\n\r\n", 32);
 	r = read_until(fd, "\r\n\r\n", 1);
@@ -335,10 +615,25 @@ main(void)
 	}
 	port = http_server_port(srv);
 	CHECK(port > 0);
+
+	/* Short times, small caps: 8 connections, 3 per address. */
+	struct http_limits lim = {
+		.conns_max = 8, .conns_per_addr = 3, .shed_min_age_ms = 300,
+		.head_ms = 2000, .idle_ms = 3000, .idle_pressure_ms = 1000,
+		.body_grace_ms = 1000, .body_min_rate = 100, .body_credit_ms = 2000,
+	};
+	lsrv = http_server_new(base, router, NULL);
+	http_server_set_limits(lsrv, &lim);
+	if (http_server_listen(lsrv, "127.0.0.1", 0, &cause) == -1) {
+		fprintf(stderr, "%s\n", cause);
+		return 1;
+	}
+	lport = http_server_port(lsrv);
 	pthread_create(&th, NULL, client, NULL);
 	event_base_dispatch(base);
 	pthread_join(th, NULL);
 	http_server_free(srv);
+	http_server_free(lsrv);
 	event_base_free(base);
 	return t_done();
 }
