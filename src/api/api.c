@@ -447,6 +447,17 @@ api_router(struct http_req *req, void *arg)
 		return;
 	}
 	c->route = found->pattern;
+	/*
+	 * Routes open to clients without a key take no body: one would hold its
+	 * connection as a request in progress, which is never shed, for as long
+	 * as it trickles at the minimum rate (docs/security.md "Connection limits").
+	 */
+	if ((found->flags & R_NOAUTH) && (http_req_head(req)->chunked ||
+	    http_req_head(req)->content_length > 0)) {
+		api_error(c, 413, "too_large", "%s %s takes no request body", method,
+		    http_req_path(req));
+		return;
+	}
 	if (api_authenticate(c, found->flags) == -1)
 		return;
 	/* Streaming handlers take the body themselves, as it arrives. */
