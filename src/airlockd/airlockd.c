@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,44 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 	sbm_shutdown(d->sbm, SHUTDOWN_DEADLINE_MS, shutdown_done, d);
 }
 
+/*
+ * Enough descriptors for the API's connection cap beside every sandbox, so
+ * the cap is what limits connections, not EMFILE. Without room to raise
+ * the hard limit, the cap shrinks to fit and says so.
+ */
+static void
+raise_nofile(struct config *c)
+{
+	rlim_t other = (rlim_t)c->max_sandboxes * AIRLOCKD_FDS_PER_SANDBOX + AIRLOCKD_FDS_BASE;
+	rlim_t want = (rlim_t)c->http_conns_max + other;
+	struct rlimit rl, nl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+		log_warn("getrlimit(RLIMIT_NOFILE)");
+		return;
+	}
+	if (rl.rlim_cur >= want)
+		return;
+	nl.rlim_cur = want;
+	nl.rlim_max = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &nl) == 0) {
+		log_info("file descriptor limit raised to %llu (%d API connections, %d sandboxes)",
+		    (unsigned long long)want, c->http_conns_max, c->max_sandboxes);
+		return;
+	}
+	/* The hard limit (or fs.nr_open) stops us: take all of it. */
+	nl = rl;
+	nl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &nl) == -1)
+		nl.rlim_cur = rl.rlim_cur;
+	if (nl.rlim_cur < other + 64)
+		c->http_conns_max = 64;
+	else if (nl.rlim_cur - other < (rlim_t)c->http_conns_max)
+		c->http_conns_max = (int)(nl.rlim_cur - other);
+	log_warnx("file descriptor limit %llu is below the %llu wanted: API connections capped "
+	    "at %d", (unsigned long long)nl.rlim_cur, (unsigned long long)want, c->http_conns_max);
+}
+
 static int
 parse_listen(struct config *c, const char *s, char **cause)
 {
@@ -149,6 +188,7 @@ main(int argc, char *argv[])
 	struct event *sigterm, *sigint;
 	struct daemon d;
 	struct http_server *srv;
+	struct http_limits lim;
 	struct http_tls *tls = NULL;
 	const char *scheme;
 	struct event_base *base;
@@ -198,6 +238,7 @@ main(int argc, char *argv[])
 		fatalx("%s", cause);
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
+	raise_nofile(&cfg);
 
 	if (cfg.store_url != NULL)
 		url = xstrdup(cfg.store_url);
@@ -229,6 +270,10 @@ main(int argc, char *argv[])
 	}
 
 	srv = http_server_new(base, api_router, api);
+	http_limits_default(&lim);
+	lim.conns_max = (unsigned)cfg.http_conns_max;
+	lim.conns_per_addr = (unsigned)cfg.http_conns_per_addr;
+	http_server_set_limits(srv, &lim);
 	api->srv = srv;
 	if (api_tls_setup(&cfg, &tls, &cause) == -1)
 		fatalx("tls: %s", cause);

@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "common/paths.h"
 #include "common/util.h"
+#include "http/http_server.h"
 
 enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ACCEL };
 
@@ -33,6 +34,9 @@ static const struct cfg_entry cfg_table[] = {
 	{ "idle_cpu_pct", "AIRLOCK_IDLE_CPU_PCT", CFG_INT, OFF(idle_cpu_pct), 0, 100 },
 	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
 	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
+	{ "http_conns_max", "AIRLOCK_HTTP_CONNS_MAX", CFG_INT, OFF(http_conns_max), 64, 262144 },
+	{ "http_conns_per_addr", "AIRLOCK_HTTP_CONNS_PER_ADDR", CFG_INT, OFF(http_conns_per_addr),
+	  0, 262144 },
 	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
 	{ "gateway_bin", "AIRLOCK_GATEWAY_BIN", CFG_STR, OFF(gateway_bin), 0, 0 },
 	{ "gateway_resolver", "AIRLOCK_GATEWAY_RESOLVER", CFG_STR, OFF(gateway_resolver), 0, 0 },
@@ -64,6 +68,8 @@ config_defaults(struct config *c)
 	c->sweep_interval_s = 15;
 	c->idle_cpu_pct = 2;
 	c->max_sandboxes = 256;
+	c->http_conns_max = HTTP_CONNS_MAX;
+	c->http_conns_per_addr = HTTP_CONNS_PER_ADDR;
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;
 	c->tls = xstrdup("off");

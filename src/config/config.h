@@ -11,6 +11,15 @@
 
 #define CONFIG_DEFAULT_FILE	"/etc/airlock/airlockd.conf"
 
+/*
+ * File descriptors airlockd budgets besides the API's connections: per
+ * sandbox (QMP, console, agent channel, pidfd, logs, with room to spare)
+ * and for itself (store, listeners, gateway control, template builds).
+ * RLIMIT_NOFILE is raised to cover them at start.
+ */
+#define AIRLOCKD_FDS_PER_SANDBOX	32
+#define AIRLOCKD_FDS_BASE		256
+
 struct config {
 	char		*listen_host;
 	int		 listen_port;
@@ -24,6 +33,8 @@ struct config {
 	int		 idle_cpu_pct;		/* guest CPU (% of one vCPU) that is activity; 0: ignore */
 	int		 max_sandboxes;
 	int		 max_parallel_boots;	/* 0: one per CPU */
+	int		 http_conns_max;	/* API connections (docs/security.md) */
+	int		 http_conns_per_addr;	/* per client IPv4 / IPv6 /64; 0: no cap */
 	int		 log_json;		/* structured JSON logs */
 	/* Egress gateway (docs/operations.md "Egress"). */
 	char		*gateway_bin;		/* default: beside airlockd */
