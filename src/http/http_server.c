@@ -827,10 +827,12 @@ static void
 srv_refuse(struct http_server *srv, evutil_socket_t fd, struct http_addr *a, int per_addr,
     uint64_t now)
 {
+#define REFUSE_BODY	"{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\"}}"
 	static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nServer: airlock\r\n"
-	    "Content-Type: application/json\r\nContent-Length: 67\r\nRetry-After: 1\r\n"
-	    "Connection: close\r\n\r\n"
-	    "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\"}}";
+	    "Content-Type: application/json\r\nContent-Length: 65\r\nRetry-After: 1\r\n"
+	    "Connection: close\r\n\r\n" REFUSE_BODY;
+	_Static_assert(sizeof(REFUSE_BODY) - 1 == 65, "Content-Length of the 503");
+#undef REFUSE_BODY
 
 	(void)send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	evutil_closesocket(fd);

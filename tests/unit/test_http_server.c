@@ -262,6 +262,20 @@ still_open(int fd, int ms)
 	return poll(&pfd, 1, ms) == 0;
 }
 
+/* A refusal: 503, Retry-After, and a body as long as its Content-Length says. */
+static void
+check_refused(int fd)
+{
+	char *r = read_until(fd, "}}", 1), *cl, *body;
+
+	CHECK(strstr(r, "503 Service Unavailable") != NULL && strstr(r, "Retry-After: 1") != NULL);
+	cl = strstr(r, "Content-Length: ");
+	body = strstr(r, "\r\n\r\n");
+	CHECK(cl != NULL && body != NULL && strtoul(cl + 16, NULL, 10) == strlen(body + 4));
+	CHECK(closed_by_peer(fd));
+	free(r);
+}
+
 static void
 get_hello(int fd)
 {
@@ -388,14 +402,11 @@ static void
 limits_per_addr(void)
 {
 	int busy[3], idle[3], fd;
-	char *r;
 
 	for (int i = 0; i < 3; i++)
 		busy[i] = sse_from("127.0.0.2");
 	fd = dial_from("127.0.0.2");
-	r = read_until(fd, "}}", 1);
-	CHECK(strstr(r, "503 Service Unavailable") != NULL && strstr(r, "Retry-After: 1") != NULL);
-	free(r);
+	check_refused(fd);
 	close(fd);
 	fd = dial_from("127.0.0.3");
 	get_hello(fd);
@@ -455,9 +466,7 @@ limits_shed(void)
 		all[i] = sse_from(src);
 	}
 	fd = dial_from("127.0.4.1");
-	r = read_until(fd, "}}", 1);
-	CHECK(strstr(r, "503 Service Unavailable") != NULL);
-	free(r);
+	check_refused(fd);
 	close(fd);
 	for (int i = 0; i < 8; i++)
 		close(all[i]);
