@@ -253,6 +253,35 @@ wait_closed(int fd, uint64_t t0, long max_ms, const char *trickle, long every_ms
 	return -1;
 }
 
+/* The server closes fd within ms. */
+static int
+closed_within(int fd, int ms)
+{
+	char got[4096];
+
+	return wait_closed(fd, now_ms(), ms, NULL, 0, got, sizeof(got)) != -1;
+}
+
+/* fd keeps receiving (an SSE stream) for ms and is not closed. */
+static int
+alive(int fd, int ms)
+{
+	uint64_t t0 = now_ms();
+	char buf[4096];
+	size_t total = 0;
+
+	while ((long)(now_ms() - t0) < ms) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 20) == 1) {
+			ssize_t n = read(fd, buf, sizeof(buf));
+			if (n <= 0)
+				return 0;
+			total += (size_t)n;
+		}
+	}
+	return total > 0;
+}
+
 /* fd shows no close (nor anything else) for ms. */
 static int
 still_open(int fd, int ms)
@@ -421,7 +450,7 @@ limits_per_addr(void)
 	usleep(400000);
 	fd = dial_from("127.0.0.4");
 	get_hello(fd);
-	CHECK(closed_by_peer(idle[0]));
+	CHECK(closed_within(idle[0], 300));
 	CHECK(still_open(idle[1], 100) && still_open(idle[2], 100));
 	close(fd);
 	for (int i = 0; i < 3; i++)
@@ -438,7 +467,7 @@ static void
 limits_shed(void)
 {
 	int busy, idle[7], all[8], fd;
-	char src[32], *r;
+	char src[32];
 
 	busy = sse_from("127.0.1.1");
 	for (int i = 0; i < 7; i++) {
@@ -449,12 +478,10 @@ limits_shed(void)
 	usleep(400000);
 	fd = dial_from("127.0.2.1");
 	get_hello(fd);
-	CHECK(closed_by_peer(idle[0]));
+	CHECK(closed_within(idle[0], 300));
 	for (int i = 1; i < 7; i++)
 		CHECK(still_open(idle[i], i == 1 ? 100 : 0));
-	r = read_until(busy, "event: tick", 3);
-	CHECK(strstr(r, "event: tick") != NULL);
-	free(r);
+	CHECK(alive(busy, 300));
 	close(fd);
 	close(busy);
 	for (int i = 0; i < 7; i++)
