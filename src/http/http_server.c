@@ -821,7 +821,9 @@ srv_shed(struct http_server *srv, struct http_addr *a, uint64_t now, unsigned mi
 
 /*
  * Refuse a connection we cannot take: a 503 the client can act on, sent
- * without waiting (it fits a fresh socket's buffer), then close.
+ * without waiting (it fits a fresh socket's buffer), then close. Over TLS
+ * just close: plaintext would be noise inside a handshake, and a handshake
+ * is the work a refusal must not cost.
  */
 static void
 srv_refuse(struct http_server *srv, evutil_socket_t fd, struct http_addr *a, int per_addr,
@@ -834,7 +836,8 @@ srv_refuse(struct http_server *srv, evutil_socket_t fd, struct http_addr *a, int
 	_Static_assert(sizeof(REFUSE_BODY) - 1 == 65, "Content-Length of the 503");
 #undef REFUSE_BODY
 
-	(void)send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (srv->transport == NULL)
+		(void)send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	evutil_closesocket(fd);
 	if (per_addr) {
 		a->refused++;
