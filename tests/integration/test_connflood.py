@@ -260,6 +260,13 @@ def main():
             if only is None or short in only:
                 run_flood(d, name, make(), min_held, lifetime)
                 wait_drained(d, 64)
+        # Tens of thousands of sheds and refusals, a few log lines: one a minute per kind.
+        log = d.logtail(1 << 24)
+        per_addr = log.count("http 127.0.0.1: refused")
+        shed = log.count("http: shed ")
+        print(f"log: {per_addr} per-address refusal line(s) for 127.0.0.1, {shed} shed line(s)")
+        check("refusals and sheds are logged once a minute, not per connection",
+              per_addr <= 2 and shed <= 3, (per_addr, shed))
         d.kill(signal.SIGTERM)
         report = d.sanitizer_report()
         check("airlockd ran clean under ASan/UBSan/LSan", report is None, report)
