@@ -9,6 +9,8 @@
  *   agent_proc.c     process.Process
  *   agent_fs.c       filesystem.Filesystem
  *   agent_files.c    GET/POST /files, agent_multipart.c its body parser
+ *   agent_work.c     blocking filesystem work in threads, off the loop
+ *   agent_errno.c    errno -> Connect code / HTTP status / name
  */
 #ifndef AIRLOCK_AGENT_H
 #define AIRLOCK_AGENT_H
@@ -30,6 +32,8 @@ struct http_req;
 #define AGENT_DEFAULT_USER	"user"
 #define AGENT_ENVD_VERSION	"0.5.7"		/* what we answer like */
 #define AGENT_MAX_ENV		1024		/* sandbox env vars */
+/* In the name of an upload's temporary file, ".<name>" AGENT_UPLOAD_TMP_MARK "<random>". */
+#define AGENT_UPLOAD_TMP_MARK	".airlock-upload-"
 
 struct agent {
 	struct event_base	*ag_base;
@@ -88,6 +92,9 @@ int connect_env_parse(const uint8_t *buf, size_t len, uint8_t *flags, const uint
 void connect_reply(struct http_conn *, json_t *msg);	/* steals msg */
 void connect_error(struct http_conn *, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A failed syscall: the code from errno_connect_code, "<what>: ENAME (text)", "errno". */
+void connect_error_errno(struct http_conn *, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int connect_http_status(const char *code);
 /* Server streams: 200 + message envelopes + one end-stream envelope. */
 void connect_stream_start(struct http_conn *);
@@ -106,6 +113,36 @@ char *b64_encode(const void *data, size_t len);
 int b64_decode(const char *s, uint8_t **out, size_t *outlen);
 
 void agent_sha256(const void *data, size_t len, uint8_t out[32]);
+
+/*
+ * Guest errno of a failed file operation, as the client should see it:
+ * the Connect code (not_found, already_exists, invalid_argument,
+ * failed_precondition, permission_denied, resource_exhausted, internal),
+ * the HTTP status of the REST /files answer, and the symbolic name
+ * ("EXDEV"), which every error message carries and error bodies repeat as
+ * "errno" (airlockd maps on the code, people read the name).
+ */
+const char *errno_connect_code(int err);
+int errno_http_status(int err);
+const char *errno_name(int err);
+
+/*
+ * Blocking work off the event loop (agent_work.c). fn runs in a thread
+ * and may only make syscalls on memory arg owns (no libevent, no
+ * http_conn, no agent globals). done(arg, late) runs on the loop exactly
+ * once: late = 0 when fn returned, 1 when deadline_ms passed first (fn is
+ * still blocked; answer "deadline_exceeded"). release(arg) runs on the
+ * loop after both. -1 with *why when the job cannot start (the caller
+ * still owns arg).
+ */
+#define AGENT_WORK_MAX		32		/* threads at once */
+#define AGENT_WORK_STACK	(1024 * 1024)
+#define AGENT_FS_DEADLINE_MS	60000		/* per file operation */
+typedef void work_fn(void *arg);
+typedef void work_done_fn(void *arg, int late);
+typedef void work_release_fn(void *arg);
+int work_run(work_fn *fn, work_done_fn *done, work_release_fn *release, void *arg,
+    int deadline_ms, const char **why);
 
 /* Services. */
 void proc_init(void);

@@ -107,6 +107,21 @@ connect_error(struct http_conn *hc, const char *code, const char *fmt, ...)
 }
 
 void
+connect_error_errno(struct http_conn *hc, int err, const char *fmt, ...)
+{
+	char what[768], msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(msg, sizeof(msg), "%s: %s (%s)", what, errno_name(err), strerror(err));
+	connect_send_json(hc, connect_http_status(errno_connect_code(err)),
+	    json_pack("{s:s, s:s, s:s}", "code", errno_connect_code(err), "message", msg,
+	    "errno", errno_name(err)));
+}
+
+void
 connect_stream_start(struct http_conn *hc)
 {
 	http_stream_start(hc, 200, "application/connect+json");
