@@ -3,11 +3,17 @@
  * MakeDir, Move, ListDir, Remove, and directory watches (WatchDir stream,
  * CreateWatcher/GetWatcherEvents/RemoveWatcher) on inotify.
  * Paths follow envd's rules (path_resolve); answers carry absolute paths.
+ * The unary calls run in worker threads with a deadline (agent_work.c):
+ * a big remove or listing, or a filesystem that hangs, never stalls the
+ * loop. fs_entry and fs_idname are called from those threads: they touch
+ * only their arguments and ag_passwd, which is fixed at startup. Watches
+ * stay on the loop (inotify calls, bounded by FS_MAX_WATCH_DIRS).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,119 +123,103 @@ fs_entry(const char *path)
 	return j;
 }
 
-/* Parse the request and resolve its "path" for the acting user. */
-static json_t *
-fs_request(struct http_conn *hc, struct agent_user *u, const char *key, char **path)
-{
-	json_t *j, *v;
-	const char *why = NULL;
+/* ---- unary calls, each run by a worker thread (agent_work.c) ---- */
 
-	if ((j = connect_request(hc, 0)) == NULL)
-		return NULL;
-	if (api_user(http_request(hc), NULL, u, &why) == -1) {
-		json_decref(j);
-		connect_error(hc, "unauthenticated", "%s", why);
-		return NULL;
-	}
-	if (key != NULL) {
-		v = jget(j, key, NULL);
-		if (v != NULL && !json_is_string(v)) {
-			json_decref(j);
-			connect_error(hc, "invalid_argument", "%s must be a string", key);
-			return NULL;
-		}
-		if ((*path = path_resolve(v != NULL ? json_string_value(v) : "", u)) == NULL) {
-			json_decref(j);
-			connect_error(hc, "invalid_argument", "invalid path");
-			return NULL;
-		}
-	}
-	return j;
+enum fs_op { FS_STAT, FS_MAKEDIR, FS_MOVE, FS_LISTDIR, FS_REMOVE };
+
+/*
+ * One unary call. The loop fills the request half and owns fj_hc; the
+ * worker thread reads the request and writes only the result half.
+ */
+struct fs_job {
+	struct http_conn	*fj_hc;		/* NULL once the client left */
+	enum fs_op		 fj_op;
+	struct agent_user	 fj_user;
+	char			*fj_path;
+	char			*fj_dst;	/* Move */
+	int			 fj_depth;	/* ListDir */
+	/* Result: fj_reply, or fj_err (errno, with fj_what), or fj_code + fj_what. */
+	json_t			*fj_reply;
+	int			 fj_err;
+	const char		*fj_code;
+	char			 fj_what[PATH_MAX * 2 + 64];
+};
+
+static const struct http_handler fs_job_handler;
+
+static void
+fs_job_fail(struct fs_job *j, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Record a failed syscall (err) or, with err 0, a refusal with fj_code set. */
+static void
+fs_job_fail(struct fs_job *j, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	j->fj_err = err;
+	va_start(ap, fmt);
+	vsnprintf(j->fj_what, sizeof(j->fj_what), fmt, ap);
+	va_end(ap);
 }
 
 static void
-fs_errno(struct http_conn *hc, const char *what, const char *path, int err)
+fs_do_stat(struct fs_job *j)
 {
-	if (err == ENOENT || err == ENOTDIR)
-		connect_error(hc, "not_found", "%s '%s': no such file or directory", what, path);
-	else if (err == EACCES || err == EPERM)
-		connect_error(hc, "permission_denied", "%s '%s': %s", what, path, strerror(err));
-	else if (err == EEXIST)
-		connect_error(hc, "already_exists", "%s '%s': already exists", what, path);
-	else if (err == ENOSPC)
-		connect_error(hc, "resource_exhausted", "%s '%s': no space left", what, path);
+	json_t *e;
+
+	if ((e = fs_entry(j->fj_path)) == NULL)
+		fs_job_fail(j, errno, "stat '%s'", j->fj_path);
 	else
-		connect_error(hc, "internal", "%s '%s': %s", what, path, strerror(err));
+		j->fj_reply = json_pack("{s:o}", "entry", e);
 }
 
 static void
-fs_stat_end(struct http_conn *hc)
+fs_do_makedir(struct fs_job *j)
 {
-	struct agent_user u;
-	char *path = NULL;
-	json_t *j, *e;
-
-	if ((j = fs_request(hc, &u, "path", &path)) == NULL)
-		return;
-	json_decref(j);
-	if ((e = fs_entry(path)) == NULL)
-		fs_errno(hc, "stat", path, errno);
-	else
-		connect_reply(hc, json_pack("{s:o}", "entry", e));
-	free(path);
-}
-
-static void
-fs_makedir_end(struct http_conn *hc)
-{
-	struct agent_user u;
-	char *path = NULL;
 	struct stat st;
-	json_t *j, *e;
+	json_t *e;
 
-	if ((j = fs_request(hc, &u, "path", &path)) == NULL)
+	if (stat(j->fj_path, &st) == 0) {
+		/* envd: an existing directory is already_exists (the SDK returns false). */
+		j->fj_code = S_ISDIR(st.st_mode) ? "already_exists" : "invalid_argument";
+		fs_job_fail(j, 0, S_ISDIR(st.st_mode) ? "directory '%s' already exists" :
+		    "'%s' exists and is not a directory", j->fj_path);
 		return;
-	json_decref(j);
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			connect_error(hc, "already_exists", "directory '%s' already exists", path);
-		else
-			connect_error(hc, "invalid_argument", "'%s' exists and is not a directory", path);
-	} else if (mkdir_parents(path, &u) == -1 || (mkdir(path, 0755) == -1 && errno != EEXIST))
-		fs_errno(hc, "mkdir", path, errno);
-	else {
-		if (lchown(path, u.uid, u.gid) == -1 && geteuid() == 0)
-			alog("mkdir: chown %s: %s", path, strerror(errno));
-		if ((e = fs_entry(path)) == NULL)
-			fs_errno(hc, "stat", path, errno);
-		else
-			connect_reply(hc, json_pack("{s:o}", "entry", e));
 	}
-	free(path);
+	if (mkdir_parents(j->fj_path, &j->fj_user) == -1) {
+		fs_job_fail(j, errno, "mkdir parents of '%s'", j->fj_path);
+		return;
+	}
+	if (mkdir(j->fj_path, 0755) == -1 && errno != EEXIST) {
+		fs_job_fail(j, errno, "mkdir '%s'", j->fj_path);
+		return;
+	}
+	if (lchown(j->fj_path, j->fj_user.uid, j->fj_user.gid) == -1 && geteuid() == 0)
+		alog("mkdir: chown %s: %s", j->fj_path, strerror(errno));
+	if ((e = fs_entry(j->fj_path)) == NULL)
+		fs_job_fail(j, errno, "stat '%s'", j->fj_path);
+	else
+		j->fj_reply = json_pack("{s:o}", "entry", e);
 }
 
 static void
-fs_move_end(struct http_conn *hc)
+fs_do_move(struct fs_job *j)
 {
-	struct agent_user u;
-	char *src = NULL, *dst = NULL;
-	json_t *j, *e, *v;
+	json_t *e;
 
-	if ((j = fs_request(hc, &u, "source", &src)) == NULL)
+	if (mkdir_parents(j->fj_dst, &j->fj_user) == -1) {
+		fs_job_fail(j, errno, "move '%s' to '%s': parents", j->fj_path, j->fj_dst);
 		return;
-	v = jget(j, "destination", NULL);
-	dst = json_is_string(v) ? path_resolve(json_string_value(v), &u) : NULL;
-	json_decref(j);
-	if (dst == NULL) {
-		connect_error(hc, "invalid_argument", "destination is required");
-	} else if (mkdir_parents(dst, &u) == -1 || rename(src, dst) == -1)
-		fs_errno(hc, "move", src, errno);
-	else if ((e = fs_entry(dst)) == NULL)
-		fs_errno(hc, "stat", dst, errno);
+	}
+	/* A plain rename: across filesystems it is EXDEV, as with envd's os.Rename. */
+	if (rename(j->fj_path, j->fj_dst) == -1) {
+		fs_job_fail(j, errno, "move '%s' to '%s'", j->fj_path, j->fj_dst);
+		return;
+	}
+	if ((e = fs_entry(j->fj_dst)) == NULL)
+		fs_job_fail(j, errno, "stat '%s'", j->fj_dst);
 	else
-		connect_reply(hc, json_pack("{s:o}", "entry", e));
-	free(src);
-	free(dst);
+		j->fj_reply = json_pack("{s:o}", "entry", e);
 }
 
 static int
@@ -261,40 +251,35 @@ fs_list(const char *dir, int depth, json_t *out)
 }
 
 static void
-fs_listdir_end(struct http_conn *hc)
+fs_do_listdir(struct fs_job *j)
 {
-	struct agent_user u;
-	char *path = NULL;
 	struct stat st;
-	json_t *j, *arr;
-	int64_t depth;
+	json_t *arr;
 
-	if ((j = fs_request(hc, &u, "path", &path)) == NULL)
+	if (stat(j->fj_path, &st) == -1) {
+		fs_job_fail(j, errno, "list '%s'", j->fj_path);
 		return;
-	depth = jint(jget(j, "depth", NULL), 1);
-	json_decref(j);
-	if (depth <= 0)
-		depth = 1;
-	if (depth > FS_MAX_DEPTH)
-		depth = FS_MAX_DEPTH;
-	if (stat(path, &st) == -1)
-		fs_errno(hc, "list", path, errno);
-	else if (!S_ISDIR(st.st_mode))
-		connect_error(hc, "invalid_argument", "'%s' is not a directory", path);
-	else {
-		arr = json_array();
-		if (fs_list(path, (int)depth, arr) == -1) {
-			json_decref(arr);
-			fs_errno(hc, "list", path, errno);
-		} else
-			connect_reply(hc, json_pack("{s:o}", "entries", arr));
 	}
-	free(path);
+	if (!S_ISDIR(st.st_mode)) {
+		j->fj_code = "invalid_argument";
+		fs_job_fail(j, 0, "'%s' is not a directory", j->fj_path);
+		return;
+	}
+	arr = json_array();
+	if (fs_list(j->fj_path, j->fj_depth, arr) == -1) {
+		json_decref(arr);
+		fs_job_fail(j, errno, "list '%s'", j->fj_path);
+		return;
+	}
+	j->fj_reply = json_pack("{s:o}", "entries", arr);
 }
 
-/* rm -rf without following symlinks. */
+/*
+ * rm -rf without following symlinks. The first errno wins, so a busy
+ * mount point reads as EBUSY, not as the ENOTEMPTY of its parents.
+ */
 static int
-fs_remove_tree(int dirfd, const char *name)
+fs_remove_tree(int dirfd, const char *name, int *first)
 {
 	struct stat st;
 	struct dirent *de;
@@ -302,45 +287,174 @@ fs_remove_tree(int dirfd, const char *name)
 	int fd, rc = 0;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dirfd, name, 0);
+		goto fail;
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(dirfd, name, 0) == -1)
+			goto fail;
+		return 0;
+	}
 	if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
-		return -1;
+		goto fail;
 	if ((d = fdopendir(fd)) == NULL) {
 		close(fd);
-		return -1;
+		goto fail;
 	}
 	while ((de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (fs_remove_tree(fd, de->d_name) == -1)
+		if (fs_remove_tree(fd, de->d_name, first) == -1)
 			rc = -1;
 	}
 	closedir(d);
-	if (rc == 0)
-		rc = unlinkat(dirfd, name, AT_REMOVEDIR);
+	if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) == -1)
+		goto fail;
 	return rc;
+fail:
+	if (*first == 0)
+		*first = errno;
+	return -1;
 }
 
 static void
-fs_remove_end(struct http_conn *hc)
+fs_do_remove(struct fs_job *j)
 {
-	struct agent_user u;
-	char *path = NULL;
-	json_t *j;
+	int first = 0;
 
-	if ((j = fs_request(hc, &u, "path", &path)) == NULL)
-		return;
-	json_decref(j);
-	if (strcmp(path, "/") == 0)
-		connect_error(hc, "invalid_argument", "refusing to remove /");
-	else if (fs_remove_tree(AT_FDCWD, path) == -1)
-		fs_errno(hc, "remove", path, errno);
+	if (strcmp(j->fj_path, "/") == 0) {
+		j->fj_code = "invalid_argument";
+		fs_job_fail(j, 0, "refusing to remove /");
+	} else if (fs_remove_tree(AT_FDCWD, j->fj_path, &first) == -1)
+		fs_job_fail(j, first != 0 ? first : EIO, "remove '%s'", j->fj_path);
 	else
-		connect_reply(hc, json_object());
-	free(path);
+		j->fj_reply = json_object();
 }
+
+/* In the worker thread. */
+static void
+fs_job_run(void *arg)
+{
+	struct fs_job *j = arg;
+
+	switch (j->fj_op) {
+	case FS_STAT:		fs_do_stat(j);		break;
+	case FS_MAKEDIR:	fs_do_makedir(j);	break;
+	case FS_MOVE:		fs_do_move(j);		break;
+	case FS_LISTDIR:	fs_do_listdir(j);	break;
+	case FS_REMOVE:		fs_do_remove(j);	break;
+	}
+}
+
+/* On the loop: answer the client (if it is still there). */
+static void
+fs_job_done(void *arg, int late)
+{
+	struct fs_job *j = arg;
+	struct http_conn *hc = j->fj_hc;
+
+	if (hc == NULL)
+		return;
+	if (late)
+		connect_error(hc, "deadline_exceeded", "'%s': no answer from the filesystem after "
+		    "%d ms (the operation may still complete)", j->fj_path, AGENT_FS_DEADLINE_MS);
+	else if (j->fj_reply != NULL) {
+		connect_reply(hc, j->fj_reply);
+		j->fj_reply = NULL;
+	} else if (j->fj_err != 0)
+		connect_error_errno(hc, j->fj_err, "%s", j->fj_what);
+	else
+		connect_error(hc, j->fj_code != NULL ? j->fj_code : "internal", "%s", j->fj_what);
+	/* Answered: the connection no longer refers to the job. */
+	http_set_handler(hc, NULL, NULL);
+	j->fj_hc = NULL;
+}
+
+static void
+fs_job_free(void *arg)
+{
+	struct fs_job *j = arg;
+
+	json_decref(j->fj_reply);
+	free(j->fj_path);
+	free(j->fj_dst);
+	free(j);
+}
+
+static void
+fs_job_abort(struct http_conn *hc)
+{
+	struct fs_job *j = http_ctx(hc);
+
+	if (j != NULL)
+		j->fj_hc = NULL;	/* the thread finishes; fs_job_free releases it */
+}
+
+static const struct http_handler fs_job_handler = { .abort = fs_job_abort };
+
+/* Parse the request, resolve its paths for the acting user, and start the job. */
+static void
+fs_job_start(struct http_conn *hc, enum fs_op op)
+{
+	const char *why = NULL;
+	struct fs_job *j;
+	json_t *req, *v;
+
+	if ((req = connect_request(hc, 0)) == NULL)
+		return;
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		json_decref(req);
+		connect_error(hc, "resource_exhausted", "out of memory");
+		return;
+	}
+	j->fj_op = op;
+	if (api_user(http_request(hc), NULL, &j->fj_user, &why) == -1) {
+		connect_error(hc, "unauthenticated", "%s", why);
+		goto fail;
+	}
+	v = jget(req, op == FS_MOVE ? "source" : "path", NULL);
+	if (v != NULL && !json_is_string(v)) {
+		connect_error(hc, "invalid_argument", "%s must be a string",
+		    op == FS_MOVE ? "source" : "path");
+		goto fail;
+	}
+	if ((j->fj_path = path_resolve(v != NULL ? json_string_value(v) : "", &j->fj_user)) == NULL) {
+		connect_error(hc, "invalid_argument", "invalid path: ENAMETOOLONG (longer than %d bytes)",
+		    PATH_MAX);
+		goto fail;
+	}
+	if (op == FS_MOVE) {
+		v = jget(req, "destination", NULL);
+		if (!json_is_string(v) ||
+		    (j->fj_dst = path_resolve(json_string_value(v), &j->fj_user)) == NULL) {
+			connect_error(hc, "invalid_argument", "destination is required (a path of at "
+			    "most %d bytes)", PATH_MAX);
+			goto fail;
+		}
+	}
+	if (op == FS_LISTDIR) {
+		int64_t depth = jint(jget(req, "depth", NULL), 1);
+
+		j->fj_depth = depth <= 0 ? 1 : depth > FS_MAX_DEPTH ? FS_MAX_DEPTH : (int)depth;
+	}
+	json_decref(req);
+	req = NULL;
+	j->fj_hc = hc;
+	http_set_handler(hc, &fs_job_handler, j);
+	if (work_run(fs_job_run, fs_job_done, fs_job_free, j, AGENT_FS_DEADLINE_MS, &why) == -1) {
+		http_set_handler(hc, NULL, NULL);
+		connect_error(hc, "resource_exhausted", "%s", why);
+		goto fail;
+	}
+	return;
+fail:
+	json_decref(req);
+	fs_job_free(j);
+}
+
+static void fs_stat_end(struct http_conn *hc) { fs_job_start(hc, FS_STAT); }
+static void fs_makedir_end(struct http_conn *hc) { fs_job_start(hc, FS_MAKEDIR); }
+static void fs_move_end(struct http_conn *hc) { fs_job_start(hc, FS_MOVE); }
+static void fs_listdir_end(struct http_conn *hc) { fs_job_start(hc, FS_LISTDIR); }
+static void fs_remove_end(struct http_conn *hc) { fs_job_start(hc, FS_REMOVE); }
 
 /* ---- watches ---- */
 
@@ -453,13 +567,20 @@ watcher_read(evutil_socket_t fd, short what, void *arg)
 		ie = (const struct inotify_event *)p;
 		if (ie->wd < 0 || ie->wd >= w->w_ndirs || w->w_dirs[ie->wd] == NULL || ie->len == 0)
 			continue;
+		/* An upload's temporary file (agent_files.c) is not the user's. */
+		if (strstr(ie->name, AGENT_UPLOAD_TMP_MARK) != NULL)
+			continue;
 		if (asprintf(&full, "%s/%s", w->w_dirs[ie->wd], ie->name) == -1)
 			continue;
 		rel = strncmp(full, w->w_root, rl) == 0 ? full + rl : full;
 		while (*rel == '/')
 			rel++;
-		if (ie->mask & IN_CREATE || ie->mask & IN_MOVED_TO)
-			type = ie->mask & IN_CREATE ? "EVENT_TYPE_CREATE" : "EVENT_TYPE_RENAME";
+		/*
+		 * A name moved in is a create, as envd's fsnotify reports it; an
+		 * upload renamed over its target therefore reads as a create.
+		 */
+		if (ie->mask & (IN_CREATE | IN_MOVED_TO))
+			type = "EVENT_TYPE_CREATE";
 		else if (ie->mask & (IN_MODIFY | IN_CLOSE_WRITE))
 			type = "EVENT_TYPE_WRITE";
 		else if (ie->mask & IN_DELETE)
