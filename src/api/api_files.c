@@ -89,17 +89,23 @@ files_user(struct api_call *c)
 	return r;
 }
 
-/* Map an agent error answer ({code,message}) to ours. */
+/*
+ * Map an agent's REST error answer ({code,message,errno}) to ours: the
+ * guest's refusals of the client's request are 4xx with its message
+ * (which names the errno), see envd_error_from_status.
+ */
 static void
 files_agent_error(struct api_call *c, int status, const char *body, size_t len)
 {
 	json_t *j = json_loadb(body, len, 0, NULL);
 	const char *msg = j ? json_string_value(json_object_get(j, "message")) : NULL;
-	int st = status == 404 ? 404 : status == 400 ? 400 : status == 507 ? 507 : 502;
+	struct envd_error e;
 
-	api_error(c, st, st == 404 ? "not_found" : st == 400 ? "bad_request" :
-	    st == 507 ? "insufficient_storage" : "agent_error", "%s",
-	    msg ? msg : "the guest agent refused the request");
+	envd_error_from_status(status, &e);
+	if (msg != NULL)
+		api_error(c, e.status, e.code, "%s", msg);
+	else
+		api_error(c, e.status, e.code, "the guest agent answered HTTP %d", status);
 	json_decref(j);
 }
 

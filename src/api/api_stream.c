@@ -171,18 +171,15 @@ unary_done(int status, json_t *resp, const char *error, void *arg)
 	if (error != NULL)
 		api_error(c, 502, "agent_unavailable", "guest agent: %s", error);
 	else if (status != 200) {
+		struct envd_error e;
+
 		code = json_string_value(json_object_get(resp, "code"));
 		msg = json_string_value(json_object_get(resp, "message"));
+		envd_error_from_connect(code, json_string_value(json_object_get(resp, "errno")), &e);
 		if (msg == NULL)
-			msg = "guest agent error";
-		if (code != NULL && strcmp(code, "not_found") == 0)
-			api_error(c, 404, "not_found", "%s", msg);
-		else if (code != NULL && strcmp(code, "invalid_argument") == 0)
-			api_error(c, 400, "bad_request", "%s", msg);
-		else if (code != NULL && strcmp(code, "already_exists") == 0)
-			api_error(c, 409, "conflict", "%s", msg);
-		else
-			api_error(c, 502, "agent_error", "%s", msg);
+			msg = e.status == 502 ? "malformed error answer from the guest agent" :
+			    "guest agent error";
+		api_error(c, e.status, e.code, "%s", msg);
 	} else
 		u->ok(c, resp, u->flag);
 	free(u);

@@ -28,9 +28,9 @@ void api_agent_headers_free(struct api_agent_headers *ah);
 
 /*
  * A Connect unary call to the agent for an API call. Transport failures
- * answer 502; a Connect error answer is mapped (not_found 404,
- * invalid_argument 400, already_exists 409, else 502) with the agent's
- * message. Only a 200 reaches ok(c, resp, flag), which must reply.
+ * answer 502; a Connect error answer is mapped by envd_error_from_connect
+ * (client mistakes the guest refuses are 4xx, naming the errno) with the
+ * agent's message. Only a 200 reaches ok(c, resp, flag), which must reply.
  */
 typedef void (*api_unary_fn)(struct api_call *c, json_t *resp, int flag);
 void api_agent_unary(struct api_call *c, struct sandbox *sb, const char *user,

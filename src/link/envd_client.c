@@ -376,6 +376,63 @@ envd_call_json(struct agent_client *ac, const char *method, const char *target, 
 	return r;
 }
 
+/* --- agent error answers ------------------------------------------------ */
+
+void
+envd_error_from_connect(const char *connect_code, const char *errname, struct envd_error *e)
+{
+	static const struct { const char *connect; int status; const char *code; } map[] = {
+		{ "not_found",		404, "not_found" },
+		{ "invalid_argument",	400, "bad_request" },
+		{ "out_of_range",	400, "bad_request" },
+		{ "already_exists",	409, "conflict" },
+		{ "failed_precondition", 409, "conflict" },	/* ENOTEMPTY, EBUSY */
+		{ "aborted",		409, "conflict" },
+		{ "permission_denied",	403, "forbidden" },
+		{ "resource_exhausted",	503, "unavailable" },	/* EMFILE, too many watchers */
+		{ "unavailable",	503, "unavailable" },
+		{ "deadline_exceeded",	504, "guest_timeout" },
+		{ "internal",		500, "guest_error" },	/* EIO and the like */
+		{ "unknown",		500, "guest_error" },
+		{ "data_loss",		500, "guest_error" },
+	};
+	size_t i;
+
+	e->status = 502;
+	e->code = "agent_error";
+	if (connect_code == NULL)
+		return;
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (strcmp(map[i].connect, connect_code) == 0) {
+			e->status = map[i].status;
+			e->code = map[i].code;
+			break;
+		}
+	}
+	if (e->status == 503 && errname != NULL &&
+	    (strcmp(errname, "ENOSPC") == 0 || strcmp(errname, "EDQUOT") == 0)) {
+		e->status = 507;
+		e->code = "insufficient_storage";
+	}
+}
+
+void
+envd_error_from_status(int status, struct envd_error *e)
+{
+	switch (status) {
+	case 400: e->status = 400; e->code = "bad_request"; break;
+	case 403: e->status = 403; e->code = "forbidden"; break;
+	case 404: e->status = 404; e->code = "not_found"; break;
+	case 409: e->status = 409; e->code = "conflict"; break;
+	case 500: e->status = 500; e->code = "guest_error"; break;
+	case 503: e->status = 503; e->code = "unavailable"; break;
+	case 504: e->status = 504; e->code = "guest_timeout"; break;
+	case 507: e->status = 507; e->code = "insufficient_storage"; break;
+	/* 401, 411, 405...: airlockd's own request was wrong for this agent. */
+	default: e->status = 502; e->code = "agent_error"; break;
+	}
+}
+
 /* --- Connect streams ---------------------------------------------------- */
 
 int

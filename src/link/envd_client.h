@@ -61,6 +61,26 @@ struct envd_req *envd_stream(struct agent_client *ac, const char *service_method
     const char *const *extra_headers, envd_msg_cb on_msg, envd_end_cb on_end, void *arg,
     char **cause);
 
+/*
+ * How airlockd answers when the guest agent answered with an error. A
+ * client's mistake the guest refuses (a missing path, EXDEV, ENOTEMPTY,
+ * a FIFO) is passed on as a 4xx with the agent's message, which names the
+ * errno; 5xx are the guest's own failures (500 guest_error, 503 out of
+ * resources, 504 a filesystem that stopped answering, 507 no space).
+ * 502 agent_error is kept for answers that mean the agent link or the
+ * agent itself is broken (unknown code, bad token, unknown method).
+ * Pure; unit-tested.
+ */
+struct envd_error {
+	int		 status;
+	const char	*code;		/* airlockd's error code */
+};
+/* A Connect error (unary calls): its code and the "errno" name the agent adds (may be NULL). */
+void envd_error_from_connect(const char *connect_code, const char *errname,
+    struct envd_error *e);
+/* A REST error answer (/files): its HTTP status. */
+void envd_error_from_status(int status, struct envd_error *e);
+
 /* Connect envelope decoder (pure; tested and fuzzed). */
 struct connect_dec {
 	unsigned char	 hdr[5];

@@ -1,4 +1,7 @@
-/* The host's Connect envelope decoder: any split point, end-stream, bad frames. */
+/*
+ * The host's Connect envelope decoder: any split point, end-stream, bad
+ * frames. And how airlockd answers the agent's error answers.
+ */
 #include "link/envd_client.h"
 #include "t.h"
 
@@ -78,10 +81,53 @@ test_bad(void)
 	free(cause);
 }
 
+/* Guest refusals are 4xx, the guest's own failures 5xx, a broken agent 502. */
+static void
+test_error_map(void)
+{
+	struct envd_error e;
+
+	envd_error_from_connect("not_found", "ENOENT", &e);
+	CHECK(e.status == 404 && strcmp(e.code, "not_found") == 0);
+	envd_error_from_connect("invalid_argument", "EXDEV", &e);
+	CHECK(e.status == 400 && strcmp(e.code, "bad_request") == 0);
+	envd_error_from_connect("failed_precondition", "ENOTEMPTY", &e);
+	CHECK(e.status == 409 && strcmp(e.code, "conflict") == 0);
+	envd_error_from_connect("already_exists", NULL, &e);
+	CHECK(e.status == 409);
+	envd_error_from_connect("permission_denied", "EACCES", &e);
+	CHECK(e.status == 403);
+	envd_error_from_connect("resource_exhausted", "ENOSPC", &e);
+	CHECK(e.status == 507 && strcmp(e.code, "insufficient_storage") == 0);
+	envd_error_from_connect("resource_exhausted", "EMFILE", &e);
+	CHECK(e.status == 503);
+	envd_error_from_connect("deadline_exceeded", NULL, &e);
+	CHECK(e.status == 504);
+	envd_error_from_connect("internal", "EIO", &e);
+	CHECK(e.status == 500 && strcmp(e.code, "guest_error") == 0);
+	envd_error_from_connect("unauthenticated", NULL, &e);
+	CHECK(e.status == 502 && strcmp(e.code, "agent_error") == 0);
+	envd_error_from_connect("no_such_code", NULL, &e);
+	CHECK(e.status == 502);
+	envd_error_from_connect(NULL, NULL, &e);
+	CHECK(e.status == 502);
+	envd_error_from_status(400, &e);
+	CHECK(e.status == 400);
+	envd_error_from_status(404, &e);
+	CHECK(e.status == 404);
+	envd_error_from_status(507, &e);
+	CHECK(e.status == 507);
+	envd_error_from_status(401, &e);
+	CHECK(e.status == 502);
+	envd_error_from_status(200, &e);
+	CHECK(e.status == 502);
+}
+
 int
 main(void)
 {
 	T_RUN(test_splits);
 	T_RUN(test_bad);
+	T_RUN(test_error_map);
 	return t_done();
 }
