@@ -5,23 +5,29 @@
  * test speaks envd HTTP to it. Covers the E2B JS SDK's recorded envd
  * requests (../shared/spec/e2b-observed-requests.txt) and the issue's list:
  * exec, exit codes, stdin, signals, PTY, reattach, files up/down incl.
- * 100 MB, watches, bad input of every kind, 20 execs beside a 100 MB
- * upload, port forwarding, access token.
+ * 100 MB, watches, aborted uploads that must not touch the old file,
+ * FIFOs and devices refused without blocking the agent, errnos named in
+ * errors, bad input of every kind, 20 execs beside a 100 MB upload, port
+ * forwarding, access token.
  *
  * The agent runs as root with a private passwd where "user" is uid 1000
  * with its home in the temporary directory, so nothing outside it changes.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -818,6 +824,336 @@ test_bad_frames(void)
 
 /* ---- 20 execs beside a 100 MB upload ---- */
 
+/* ---- file operations that cannot lose data or freeze the agent (#10.4, #10.8, #11.4) ---- */
+
+static char *
+home_file(const char *name)
+{
+	return jstr("%s/%s", home, name);
+}
+
+static void
+put_file(const char *name, const char *content, mode_t mode)
+{
+	char *p = home_file(name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	CHECK(fd != -1 && write(fd, content, strlen(content)) == (ssize_t)strlen(content));
+	if (fd != -1)
+		close(fd);
+	CHECK(chmod(p, mode) == 0);
+	free(p);
+}
+
+/* The whole content of home/name ("" when missing; caller frees). */
+static char *
+file_content(const char *name)
+{
+	char *p = home_file(name), buf[4096];
+	int fd = open(p, O_RDONLY);
+	ssize_t n = fd == -1 ? 0 : read(fd, buf, sizeof(buf) - 1);
+
+	if (fd != -1)
+		close(fd);
+	free(p);
+	buf[n > 0 ? n : 0] = '\0';
+	return strdup(buf);
+}
+
+/* Upload temporaries left in dir (the agent's ".<name>.airlock-upload-<hex>"). */
+static int
+count_temps(const char *d)
+{
+	struct dirent *de;
+	DIR *dp = opendir(d);
+	int n = 0;
+
+	if (dp == NULL)
+		return -1;
+	while ((de = readdir(dp)) != NULL)
+		n += strstr(de->d_name, ".airlock-upload-") != NULL;
+	closedir(dp);
+	return n;
+}
+
+/* Send raw bytes on a fresh connection, then hang up without finishing the body. */
+static void
+send_and_hang_up(const char *raw, size_t len)
+{
+	int fd = ah_unix_connect(api);
+
+	CHECK(fd != -1 && ah_write_all(fd, raw, len) == 0);
+	usleep(300000);	/* the agent has the bytes (and wrote them to its temporary file) */
+	close(fd);
+}
+
+/* Wait until the agent dropped every temporary in home (it saw the hang-up). */
+static int
+temps_gone(void)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (count_temps(home) == 0)
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+static void
+test_upload_aborted(void)
+{
+	static const char cl_head[] = "POST /files?path=keep.txt HTTP/1.1\r\nHost: a\r\n"
+	    "Content-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\npartial";
+	static const char ch_head[] = "POST /files?path=keep.txt HTTP/1.1\r\nHost: a\r\n"
+	    "Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "7\r\nchunk-1\r\n10\r\nhalf";
+	struct hresp r;
+	struct stat st;
+	char *c, *body, *p;
+
+	put_file("keep.txt", "old content\n", 0600);
+	/* Content-Length 1000, 7 bytes sent, connection gone. */
+	send_and_hang_up(cl_head, sizeof(cl_head) - 1);
+	CHECK(temps_gone());
+	c = file_content("keep.txt");
+	CHECK_STR(c, "old content\n");
+	free(c);
+	/* Chunked, cut off in the middle of the second chunk. */
+	send_and_hang_up(ch_head, sizeof(ch_head) - 1);
+	CHECK(temps_gone());
+	c = file_content("keep.txt");
+	CHECK_STR(c, "old content\n");
+	free(c);
+	/* Multipart: the first part completed and is committed, the cut second part is not. */
+	put_file("mp-a.txt", "A0", 0644);
+	put_file("mp-b.txt", "B0", 0644);
+	body = jstr("POST /files HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n%x\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+	    "filename=\"%s/mp-a.txt\"\r\n\r\nA1\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+	    "filename=\"%s/mp-b.txt\"\r\n\r\nB1-partial\r\n", 0x1000, home, home);
+	send_and_hang_up(body, strlen(body));
+	free(body);
+	CHECK(temps_gone());
+	c = file_content("mp-a.txt");
+	CHECK_STR(c, "A1");
+	free(c);
+	c = file_content("mp-b.txt");
+	CHECK_STR(c, "B0");
+	free(c);
+	/* A complete upload replaces the file and keeps its mode; the owner is the user's. */
+	CHECK(ah_request(api, "POST", "/files?path=keep.txt", "Content-Type: application/octet-stream\r\n",
+	    "new content\n", 12, &r) == 0 && r.status == 200);
+	ah_resp_free(&r);
+	c = file_content("keep.txt");
+	CHECK_STR(c, "new content\n");
+	free(c);
+	p = home_file("keep.txt");
+	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0600 && st.st_uid == 1000);
+	free(p);
+	CHECK(count_temps(home) == 0);
+	/* Through a symlink: the file it points to gets the content, the link stays. */
+	put_file("real.txt", "real0", 0640);
+	p = home_file("link.txt");
+	CHECK(symlink("real.txt", p) == 0);
+	CHECK(ah_request(api, "POST", "/files?path=link.txt", "Content-Type: application/octet-stream\r\n",
+	    "real1", 5, &r) == 0 && r.status == 200);
+	ah_resp_free(&r);
+	CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode));
+	free(p);
+	c = file_content("real.txt");
+	CHECK_STR(c, "real1");
+	free(c);
+	p = home_file("real.txt");
+	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0640);
+	free(p);
+}
+
+/* Read one response within ms, or fail (the agent is stuck). */
+static int
+response_within(int fd, int ms, struct hresp *r)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	memset(r, 0, sizeof(*r));
+	if (poll(&pfd, 1, ms) != 1)
+		return -1;
+	return ah_read_response(fd, r);
+}
+
+static void
+test_special_files(void)
+{
+	char *fifo = home_file("fifo"), *dev = home_file("nulldev"), *target, *body;
+	int dl, ul, dv, rel;
+	struct hresp r;
+	struct ah_run run;
+	struct stat st;
+	double t0;
+
+	CHECK(mkfifo(fifo, 0644) == 0);
+	/* A download and an upload of the FIFO at once, then health and exec. */
+	t0 = ah_now_ms();
+	dl = ah_unix_connect(api);
+	target = jstr("/files?path=%s", fifo);
+	CHECK(ah_send(dl, "GET", target, NULL, NULL, 0) == 0);
+	ul = ah_unix_connect(api);
+	CHECK(ah_send(ul, "POST", target, "Content-Type: application/octet-stream\r\n", "x", 1) == 0);
+	CHECK(response_within(dl, 5000, &r) == 0);
+	CHECK(r.status == 400 && has_code_int(&r, 400) && strstr(r.body, "FIFO") != NULL);
+	ah_resp_free(&r);
+	CHECK(response_within(ul, 5000, &r) == 0);
+	CHECK(r.status == 400 && has_code_int(&r, 400) && strstr(r.body, "FIFO") != NULL);
+	ah_resp_free(&r);
+	fprintf(stderr, "   FIFO download and upload refused in %.0f ms\n", ah_now_ms() - t0);
+	/* An agent stuck in open() of either end would be released by these, so the rest can run. */
+	for (int i = 0; i < 10; i++) {
+		if ((rel = open(fifo, O_WRONLY | O_NONBLOCK)) != -1)
+			close(rel);
+		if ((rel = open(fifo, O_RDONLY | O_NONBLOCK)) != -1)
+			close(rel);
+		usleep(50000);
+	}
+	close(dl);
+	close(ul);
+	CHECK(ah_request(api, "GET", "/health", NULL, NULL, 0, &r) == 0 && r.status == 204);
+	ah_resp_free(&r);
+	CHECK(ah_exec(api, "{\"process\":{\"cmd\":\"/bin/true\"}}", NULL, &run) == 0 && run.ended &&
+	    run.exit_code == 0);
+	ah_run_free(&run);
+	CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));	/* never replaced */
+	free(target);
+	/* A device node: refused both ways, never opened nor replaced. */
+	if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+		target = jstr("/files?path=%s", dev);
+		CHECK(ah_request(api, "GET", target, NULL, NULL, 0, &r) == 0 && r.status == 400 &&
+		    strstr(r.body, "character device") != NULL);
+		ah_resp_free(&r);
+		dv = ah_unix_connect(api);
+		CHECK(ah_send(dv, "POST", target, "Content-Type: application/octet-stream\r\n", "x", 1) == 0);
+		CHECK(response_within(dv, 5000, &r) == 0 && r.status == 400);
+		ah_resp_free(&r);
+		close(dv);
+		CHECK(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+		free(target);
+	} else
+		fprintf(stderr, "   (no mknod here: device node case skipped)\n");
+	/* Multipart to a FIFO: refused at its part, nothing opened. */
+	body = jstr("--zz\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n\r\nx\r\n"
+	    "--zz--\r\n", fifo);
+	ul = ah_unix_connect(api);
+	CHECK(ah_send(ul, "POST", "/files", "Content-Type: multipart/form-data; boundary=zz\r\n", body,
+	    strlen(body)) == 0);
+	CHECK(response_within(ul, 5000, &r) == 0 && r.status == 400);
+	ah_resp_free(&r);
+	close(ul);
+	free(body);
+	CHECK(count_temps(home) == 0);
+	free(fifo);
+	free(dev);
+}
+
+/* A Connect error naming errno: its code, and "errno" and the message both name it. */
+static int
+rpc_errno(const char *method, const char *json, int status, const char *code, const char *err)
+{
+	struct hresp r;
+	json_t *j;
+	int ok, st = ah_rpc(api, method, json, NULL, &r);
+
+	j = body_json(&r);
+	ok = st == status && has_code_str(&r, code) &&
+	    json_is_string(json_object_get(j, "errno")) &&
+	    strcmp(json_string_value(json_object_get(j, "errno")), err) == 0 &&
+	    strstr(json_string_value(json_object_get(j, "message")), err) != NULL;
+	if (!ok)
+		fprintf(stderr, "   %s %s -> %d %s\n", method, json, st, r.body != NULL ? r.body : "");
+	json_decref(j);
+	ah_resp_free(&r);
+	return ok;
+}
+
+static void
+test_errno_mapping(void)
+{
+	char *mnt = jstr("%s/mnt", dir), *p, *json, longname[300];
+	struct hresp r;
+	int mounted;
+
+	/*
+	 * Another filesystem: a private tmpfs (we are root) gives EXDEV and a
+	 * busy mount point; /dev/shm is the fallback for EXDEV.
+	 */
+	mkdir(mnt, 0755);
+	mounted = mount("tmpfs", mnt, "tmpfs", 0, "size=1m") == 0;
+	p = jstr("%s/other.txt", mounted ? mnt : "/dev/shm");
+	{
+		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		CHECK(fd != -1);
+		if (fd != -1)
+			close(fd);
+	}
+	json = jstr("{\"source\":\"%s\",\"destination\":\"moved-across.txt\"}", p);
+	CHECK(rpc_errno("filesystem.Filesystem/Move", json, 400, "invalid_argument", "EXDEV"));
+	free(json);
+	unlink(p);
+	free(p);
+	if (mounted) {
+		json = jstr("{\"path\":\"%s\"}", mnt);
+		CHECK(rpc_errno("filesystem.Filesystem/Remove", json, 400, "failed_precondition", "EBUSY"));
+		free(json);
+		umount(mnt);
+	} else
+		fprintf(stderr, "   (no tmpfs mount here: EBUSY case skipped)\n");
+	rmdir(mnt);
+	free(mnt);
+	/* A directory moved onto a non-empty one. */
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"ne-a/sub\"}", NULL, &r) == 200);
+	ah_resp_free(&r);
+	CHECK(ah_rpc(api, "filesystem.Filesystem/MakeDir", "{\"path\":\"ne-b/sub\"}", NULL, &r) == 200);
+	ah_resp_free(&r);
+	CHECK(rpc_errno("filesystem.Filesystem/Move", "{\"source\":\"ne-a\",\"destination\":\"ne-b\"}",
+	    400, "failed_precondition", "ENOTEMPTY"));
+	/* Missing, through a file, too long, a loop. */
+	CHECK(rpc_errno("filesystem.Filesystem/Stat", "{\"path\":\"nothing-here\"}", 404, "not_found",
+	    "ENOENT"));
+	put_file("plain.txt", "x", 0644);
+	CHECK(rpc_errno("filesystem.Filesystem/Stat", "{\"path\":\"plain.txt/x\"}", 404, "not_found",
+	    "ENOTDIR"));
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	json = jstr("{\"path\":\"%s\"}", longname);
+	CHECK(rpc_errno("filesystem.Filesystem/Stat", json, 400, "invalid_argument", "ENAMETOOLONG"));
+	free(json);
+	p = home_file("loop1");
+	CHECK(symlink("loop2", p) == 0);
+	free(p);
+	p = home_file("loop2");
+	CHECK(symlink("loop1", p) == 0);
+	free(p);
+	CHECK(rpc_errno("filesystem.Filesystem/ListDir", "{\"path\":\"loop1\"}", 400, "invalid_argument",
+	    "ELOOP"));
+	/* The same on /files: REST codes with "errno". */
+	p = jstr("/files?path=loop1");
+	CHECK(ah_request(api, "GET", p, NULL, NULL, 0, &r) == 0 && r.status == 400 &&
+	    has_code_int(&r, 400) && strstr(r.body, "\"errno\":\"ELOOP\"") != NULL);
+	ah_resp_free(&r);
+	free(p);
+	p = jstr("/files?path=%s", home);
+	CHECK(ah_request(api, "GET", p, NULL, NULL, 0, &r) == 0 && r.status == 400 &&
+	    strstr(r.body, "\"errno\":\"EISDIR\"") != NULL);
+	ah_resp_free(&r);
+	free(p);
+	CHECK(ah_request(api, "GET", "/files?path=nothing-here", NULL, NULL, 0, &r) == 0 &&
+	    r.status == 404 && strstr(r.body, "\"errno\":\"ENOENT\"") != NULL);
+	ah_resp_free(&r);
+	CHECK(ah_request(api, "POST", "/files?path=plain.txt/below", "Content-Type: application/octet-stream\r\n",
+	    "x", 1, &r) == 0 && r.status == 400 && strstr(r.body, "ENOTDIR") != NULL);
+	ah_resp_free(&r);
+}
+
 struct job {
 	pthread_t	t;
 	int		ok;
@@ -1203,6 +1539,9 @@ main(int argc, char **argv)
 	RUN(test_ring_bound);
 	RUN(test_e2b_files);
 	RUN(test_watch);
+	RUN(test_upload_aborted);
+	RUN(test_special_files);
+	RUN(test_errno_mapping);
 	RUN(test_bad_input);
 	RUN(test_init_token);
 	RUN(test_concurrent);
