@@ -180,9 +180,13 @@ files_get(struct http_conn *hc, const struct http_req *req)
 		files_errno(hc, 0, errno, "download '%s'", path);
 		goto out;
 	}
+	if (S_ISDIR(st.st_mode)) {
+		files_errno(hc, 400, EISDIR, "download '%s'", path);
+		goto out;
+	}
 	if (!S_ISREG(st.st_mode)) {
-		files_errno(hc, 400, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "download '%s': %s, "
-		    "only regular files can be downloaded", path, files_kind(st.st_mode));
+		files_error(hc, 400, "download '%s': is %s, only regular files can be downloaded",
+		    path, files_kind(st.st_mode));
 		goto out;
 	}
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) == -1) {
@@ -191,7 +195,7 @@ files_get(struct http_conn *hc, const struct http_req *req)
 	}
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		files_errno(hc, 400, EINVAL, "download '%s': not a regular file", path);
+		files_error(hc, 400, "download '%s': not a regular file any more", path);
 		goto out;
 	}
 	http_reply_file(hc, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
@@ -294,10 +298,11 @@ upload_target(struct upload *up, const char *path, char **final, struct stat *st
 				*final = p;
 				return 0;
 			}
-			files_errno(up->up_hc, 400, S_ISDIR(st->st_mode) ? EISDIR : EINVAL,
-			    "upload '%s': %s%s%s, only regular files can be written", path,
-			    strcmp(p, path) != 0 ? p : "", strcmp(p, path) != 0 ? " is " : "is ",
-			    files_kind(st->st_mode));
+			if (S_ISDIR(st->st_mode))
+				files_errno(up->up_hc, 400, EISDIR, "upload '%s'", p);
+			else
+				files_error(up->up_hc, 400, "upload '%s': '%s' is %s, only regular "
+				    "files can be written", path, p, files_kind(st->st_mode));
 			break;
 		}
 		if (i == FILES_MAX_SYMLINKS) {
