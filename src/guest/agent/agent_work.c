@@ -12,6 +12,10 @@
  * to a pipe that the loop reads. The deadline is a loop timer: if it fires
  * first, done(arg, 1) answers the caller at once and the thread's result is
  * dropped when it eventually comes; arg is released only after both.
+ *
+ * The loop thread still forks commands (agent_proc.c) while jobs run: glibc
+ * resets malloc's and stdio's locks in the child, and the child only
+ * execs.
  */
 #include <errno.h>
 #include <fcntl.h>
