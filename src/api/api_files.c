@@ -526,14 +526,18 @@ api_files_move(struct api_call *c)
 void
 api_files_remove(struct api_call *c)
 {
-	static const char *const fields[] = { "path", NULL };
+	static const char *const fields[] = { "path", "recursive", NULL };
 	struct sandbox *sb;
 	const char *path;
+	int recursive;
 
 	if ((sb = files_sandbox(c)) == NULL || api_check_fields(c, c->body, "", fields) == -1 ||
-	    body_path(c, "path", &path) == -1)
+	    body_path(c, "path", &path) == -1 ||
+	    api_get_bool(c, c->body, "recursive", 1, &recursive) == -1)
 		return;
-	fs_call(c, sb, FS_REMOVE, "Remove", json_pack("{s:s}", "path", path));
+	/* false: one rmdir or unlink (a non-empty directory is a 409 naming ENOTEMPTY). */
+	fs_call(c, sb, FS_REMOVE, "Remove", json_pack("{s:s,s:b}", "path", path, "recursive",
+	    recursive));
 }
 
 /* --- watch --------------------------------------------------------------- */

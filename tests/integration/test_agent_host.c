@@ -1116,6 +1116,12 @@ test_errno_mapping(void)
 	ah_resp_free(&r);
 	CHECK(rpc_errno("filesystem.Filesystem/Move", "{\"source\":\"ne-a\",\"destination\":\"ne-b\"}",
 	    400, "failed_precondition", "ENOTEMPTY"));
+	/* airlock's non-recursive remove: one rmdir. */
+	CHECK(rpc_errno("filesystem.Filesystem/Remove", "{\"path\":\"ne-b\",\"recursive\":false}",
+	    400, "failed_precondition", "ENOTEMPTY"));
+	CHECK(ah_rpc(api, "filesystem.Filesystem/Remove", "{\"path\":\"ne-b/sub\",\"recursive\":false}",
+	    NULL, &r) == 200);
+	ah_resp_free(&r);
 	/* Missing, through a file, too long, a loop. */
 	CHECK(rpc_errno("filesystem.Filesystem/Stat", "{\"path\":\"nothing-here\"}", 404, "not_found",
 	    "ENOENT"));

@@ -7,8 +7,9 @@
 - a FIFO in the guest: download and upload answer 4xx at once, while exec
   keeps working (before, the agent blocked in open() and every call hung);
 - client mistakes are 4xx naming the errno, not 502: a move across
-  filesystems (EXDEV), a directory moved onto a non-empty one (ENOTEMPTY),
-  removing a busy mount point (EBUSY), a missing path (ENOENT).
+  filesystems (EXDEV), a directory moved onto a non-empty one or removed
+  with recursive false while not empty (ENOTEMPTY), removing a busy mount
+  point (EBUSY), a missing path (ENOENT).
 
 Needs a data dir whose base template carries this agent (AIRLOCK_DATA_DIR,
 or the second argument). Usage: test_files_guest.py AIRLOCKD [DATA_ROOT]"""
@@ -124,6 +125,12 @@ def test_errnos(c, sid):
     st, msg = error_of(lambda: c.call("POST", base + "/move", {"from": "/tmp/ne-a", "to": "/tmp/ne-b"}))
     check("a directory onto a non-empty one: 409 naming ENOTEMPTY", st == 409 and "ENOTEMPTY" in msg,
           (st, msg))
+    st, msg = error_of(lambda: c.call("POST", base + "/remove", {"path": "/tmp/ne-b", "recursive": False}))
+    check("rmdir of a non-empty directory: 409 naming ENOTEMPTY", st == 409 and "ENOTEMPTY" in msg,
+          (st, msg))
+    c.call("POST", base + "/remove", {"path": "/tmp/ne-b/sub", "recursive": False})
+    code, _, _ = guest_sh(c, sid, "test -d /tmp/ne-b && test ! -e /tmp/ne-b/sub")
+    check("rmdir of an empty one removes just it", code == 0, code)
     st, msg = error_of(lambda: c.call("POST", base + "/remove", {"path": "/mnt/busy"}))
     check("remove a busy mount point: 409 naming EBUSY", st == 409 and "EBUSY" in msg, (st, msg))
     st, msg = error_of(lambda: c.call("GET", base + "/stat?path=/no/such/file"))

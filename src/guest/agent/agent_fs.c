@@ -138,6 +138,7 @@ struct fs_job {
 	char			*fj_path;
 	char			*fj_dst;	/* Move */
 	int			 fj_depth;	/* ListDir */
+	int			 fj_recursive;	/* Remove; airlock's "recursive": false is one rmdir/unlink */
 	/* Result: fj_reply, or fj_err (errno, with fj_what), or fj_code + fj_what. */
 	json_t			*fj_reply;
 	int			 fj_err;
@@ -320,9 +321,17 @@ fs_do_remove(struct fs_job *j)
 {
 	int first = 0;
 
+	struct stat st;
+
 	if (strcmp(j->fj_path, "/") == 0) {
 		j->fj_code = "invalid_argument";
 		fs_job_fail(j, 0, "refusing to remove /");
+	} else if (!j->fj_recursive) {
+		if (lstat(j->fj_path, &st) == -1 ||
+		    (S_ISDIR(st.st_mode) ? rmdir(j->fj_path) : unlink(j->fj_path)) == -1)
+			fs_job_fail(j, errno, "remove '%s'", j->fj_path);
+		else
+			j->fj_reply = json_object();
 	} else if (fs_remove_tree(AT_FDCWD, j->fj_path, &first) == -1)
 		fs_job_fail(j, first != 0 ? first : EIO, "remove '%s'", j->fj_path);
 	else
@@ -430,6 +439,8 @@ fs_job_start(struct http_conn *hc, enum fs_op op)
 			goto fail;
 		}
 	}
+	/* envd's Remove is always recursive; airlock's API may ask for one rmdir. */
+	j->fj_recursive = !json_is_false(jget(req, "recursive", NULL));
 	if (op == FS_LISTDIR) {
 		int64_t depth = jint(jget(req, "depth", NULL), 1);
 
