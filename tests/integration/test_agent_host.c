@@ -1101,6 +1101,25 @@ test_errno_mapping(void)
 	unlink(p);
 	free(p);
 	if (mounted) {
+		/* A full filesystem: 507 naming ENOSPC, the old file intact, no temporary. */
+		char *full = jstr("%s/full.txt", mnt), *target = jstr("/files?path=%s", full);
+		size_t big = 2 * 1024 * 1024;
+		char *buf = calloc(1, big), got[16] = "";
+		int fd = open(full, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		CHECK(fd != -1 && write(fd, "old", 3) == 3);
+		close(fd);
+		CHECK(ah_request(api, "POST", target, "Content-Type: application/octet-stream\r\n", buf,
+		    big, &r) == 0 && r.status == 507 && strstr(r.body, "\"errno\":\"ENOSPC\"") != NULL);
+		ah_resp_free(&r);
+		fd = open(full, O_RDONLY);
+		CHECK(fd != -1 && read(fd, got, sizeof(got) - 1) == 3 && strcmp(got, "old") == 0);
+		close(fd);
+		CHECK(count_temps(mnt) == 0);
+		unlink(full);
+		free(full);
+		free(target);
+		free(buf);
 		json = jstr("{\"path\":\"%s\"}", mnt);
 		CHECK(rpc_errno("filesystem.Filesystem/Remove", json, 400, "failed_precondition", "EBUSY"));
 		free(json);

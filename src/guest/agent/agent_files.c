@@ -46,7 +46,6 @@
 #define FILES_MAX_PER_REQUEST	1024
 #define FILES_MAX_SYMLINKS	40	/* as the kernel's MAXSYMLINKS */
 
-
 struct upload;
 
 /* One file of an upload: written to uf_tmp, renamed to uf_final when complete. */
@@ -77,6 +76,7 @@ struct upload {
 	int			 up_ended;	/* the body is complete: answer after the commits */
 	int			 up_failed;	/* a commit failed: answer with that */
 	int			 up_fail_status;
+	int			 up_fail_err;	/* its errno, or 0 */
 	char			 up_fail_msg[PATH_MAX + 256];
 	json_t			*up_entries;
 };
@@ -259,7 +259,8 @@ upload_maybe_reply(struct upload *up)
 	    http_responded(up->up_hc))
 		return;
 	if (up->up_failed) {
-		files_reply_error(up->up_hc, up->up_fail_status, NULL, up->up_fail_msg);
+		files_reply_error(up->up_hc, up->up_fail_status,
+		    up->up_fail_err != 0 ? errno_name(up->up_fail_err) : NULL, up->up_fail_msg);
 		return;
 	}
 	if (json_array_size(up->up_entries) == 0) {
@@ -463,11 +464,12 @@ upfile_commit_run(void *arg)
 }
 
 static void
-upload_fail(struct upload *up, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+upload_fail(struct upload *up, int status, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Remember the first failed commit; the answer waits for the others. */
 static void
-upload_fail(struct upload *up, int status, const char *fmt, ...)
+upload_fail(struct upload *up, int status, int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -475,6 +477,7 @@ upload_fail(struct upload *up, int status, const char *fmt, ...)
 		return;
 	up->up_failed = 1;
 	up->up_fail_status = status;
+	up->up_fail_err = err;
 	va_start(ap, fmt);
 	vsnprintf(up->up_fail_msg, sizeof(up->up_fail_msg), fmt, ap);
 	va_end(ap);
@@ -493,10 +496,10 @@ upfile_commit_done(void *arg, int late)
 	uf->uf_up = NULL;
 	up->up_pending--;
 	if (late)
-		upload_fail(up, 504, "upload '%s': the guest filesystem did not finish writing it "
+		upload_fail(up, 504, 0, "upload '%s': the guest filesystem did not finish writing it "
 		    "within %d ms (it may still appear)", uf->uf_path, AGENT_FS_DEADLINE_MS);
 	else if (uf->uf_err != 0)
-		upload_fail(up, errno_http_status(uf->uf_err), "upload '%s': %s: %s (%s)",
+		upload_fail(up, errno_http_status(uf->uf_err), uf->uf_err, "upload '%s': %s: %s (%s)",
 		    uf->uf_path, uf->uf_what, errno_name(uf->uf_err), strerror(uf->uf_err));
 	upload_maybe_reply(up);
 }
