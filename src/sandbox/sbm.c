@@ -92,6 +92,7 @@ static void sb_adopt_check(struct sandbox *sb);
 static void sb_release(struct sandbox *sb);
 static size_t sb_console_max(const struct sandbox *sb);
 static void sb_boot_slot_release(struct sandbox *sb);
+static void sb_remove_snapshot(struct sandbox *sb);
 
 /* --- small helpers ----------------------------------------------------- */
 
@@ -393,6 +394,13 @@ sb_init_done(int status, json_t *resp, const char *error, void *arg)
 		free(msg);
 		return;
 	}
+	/*
+	 * A resumed guest runs on its own reflinks of the snapshot's disk and
+	 * RAM: the snapshot is stale from now on, and kept it would pile up
+	 * (a GiB-sized RAM file per suspend) until the sandbox is deleted.
+	 */
+	if (sb->cur != NULL && sb->cur->kind == SB_OP_RESUME)
+		sb_remove_snapshot(sb);
 	sb_touch(sb);
 	if (sb->rec.timeout_s > 0 && sb->rec.expires_at == 0)
 		sb->rec.expires_at = now_ms() + sb->rec.timeout_s * 1000;
@@ -860,7 +868,8 @@ sb_op_suspend(struct sandbox *sb)
 	char *cause = NULL, *msg, id[80];
 
 	snprintf(id, sizeof(id), "%s-%lld", sb->rec.id, (long long)now_ms());
-	free(sb->rec.snapshot);
+	/* One left by a resume a crash cut short is stale: the guest has moved on. */
+	sb_remove_snapshot(sb);
 	sb->rec.snapshot = xstrdup(id);
 	/* Persist the snapshot id first: a restart mid-suspend can then find it. */
 	sb_set_state(sb, "suspending", NULL);

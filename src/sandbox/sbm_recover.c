@@ -24,6 +24,7 @@
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
 #include "images/stor_sandbox.h"
+#include "vm/console_file.h"
 #include "vm/vm_cgroup.h"
 
 /* The jail uid a sandbox held, from run/uids/<uid> (contains the name). */
@@ -201,6 +202,100 @@ is_sandbox_id(const char *name)
 	return i == SBM_ID_LEN;
 }
 
+/*
+ * The sandbox id of a suspend snapshot name "<id>-<unix ms>" (what
+ * sb_op_suspend makes), or 0 for any other name, which is never ours.
+ */
+static int
+snapshot_owner(const char *name, char id[SBM_ID_LEN + 1])
+{
+	const char *p = name + SBM_ID_LEN;
+
+	if (strlen(name) <= SBM_ID_LEN + 1 || *p != '-' || p[1] == '\0' ||
+	    strspn(p + 1, "0123456789") != strlen(p + 1))
+		return 0;
+	memcpy(id, name, SBM_ID_LEN);
+	id[SBM_ID_LEN] = '\0';
+	return is_sandbox_id(id);
+}
+
+/*
+ * Snapshots no record names: half-written ones (.tmp-*, from a daemon
+ * killed mid-suspend; no suspend runs during recovery) and complete ones
+ * whose sandbox is gone or has moved on to another snapshot. Each holds a
+ * RAM file as large as the guest's memory.
+ */
+static void
+recover_orphan_snapshots(struct sbm *m)
+{
+	char *dir = paths_data("snapshots"), *path, *cause = NULL, id[SBM_ID_LEN + 1];
+	const char *name, *snap;
+	struct sandbox *sb;
+	struct dirent *de;
+	int tmp;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL) {
+		free(dir);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		tmp = strncmp(de->d_name, ".tmp-", 5) == 0;
+		name = tmp ? de->d_name + 5 : de->d_name;
+		if (!snapshot_owner(name, id))
+			continue;
+		sb = sbm_find(m, id, NULL);
+		snap = sb != NULL ? sbm_recover_snapshot(sb) : NULL;
+		if (!tmp && snap != NULL && strcmp(snap, name) == 0)
+			continue;
+		xasprintf(&path, "%s/%s", dir, de->d_name);
+		log_info("recover: removing %s snapshot %s", tmp ? "unfinished" : "orphan",
+		    de->d_name);
+		if (remove_tree(path, &cause) == -1) {
+			log_warnx("recover: %s", cause);
+			free(cause);
+			cause = NULL;
+		}
+		free(path);
+	}
+	closedir(d);
+	free(dir);
+}
+
+/*
+ * Consoles kept for sandboxes (logs/<id>.console and its older generation
+ * .console.1) whose record is gone.
+ */
+static void
+recover_orphan_logs(struct sbm *m)
+{
+	char *dir = paths_data("logs"), *path, id[SBM_ID_LEN + 1];
+	struct dirent *de;
+	const char *suffix;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL) {
+		free(dir);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strlen(de->d_name) <= SBM_ID_LEN)
+			continue;
+		suffix = de->d_name + SBM_ID_LEN;
+		if (strcmp(suffix, ".console") != 0 && strcmp(suffix, ".console.1") != 0)
+			continue;
+		memcpy(id, de->d_name, SBM_ID_LEN);
+		id[SBM_ID_LEN] = '\0';
+		if (!is_sandbox_id(id) || sbm_find(m, id, NULL) != NULL)
+			continue;
+		xasprintf(&path, "%s/%s.console", dir, id);
+		console_file_remove(path);
+		free(path);
+	}
+	closedir(d);
+	free(dir);
+}
+
 /* Sandbox dirs and islands that no record owns. */
 static void
 recover_orphans(struct sbm *m)
@@ -243,6 +338,8 @@ recover_orphans(struct sbm *m)
 		}
 		closedir(d);
 	}
+	recover_orphan_snapshots(m);
+	recover_orphan_logs(m);
 }
 
 int
