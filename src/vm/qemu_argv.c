@@ -180,8 +180,18 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 			argv_add(a, "console=ttyS0 panic=-1 quiet cryptomgr.notests%s%s",
 			    s->append ? " " : "", s->append ? s->append : "");
 	}
+	/*
+	 * The guest's own full disk is ENOSPC from ext4 inside the guest; these
+	 * only decide what a host-side failure does. werror=enospc: when the
+	 * host filesystem runs out under a sparse image, QEMU stops the VM with
+	 * the write pending (resumed with `cont` once space is freed: nothing
+	 * lost) instead of handing the guest an EIO that makes ext4 abort its
+	 * journal and remount read-only. Other write errors and every read
+	 * error are reported to the guest (a stop would hide them).
+	 */
 	argv_add(a, "-drive");
-	argv_add(a, "id=root,file=%s,format=raw,if=none,cache=unsafe,discard=unmap", s->rootfs);
+	argv_add(a, "id=root,file=%s,format=raw,if=none,cache=unsafe,discard=unmap,"
+	    "werror=enospc,rerror=report", s->rootfs);
 	argv_add(a, "-device");
 	argv_add(a, "virtio-blk-device,drive=root");
 	argv_add(a, "-object");

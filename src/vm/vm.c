@@ -65,6 +65,7 @@ struct vm {
 	int			 vm_console_events;
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
 	char			*vm_qmp_err;		/* why QMP never came up */
+	uint64_t		 vm_io_err_ms;		/* last BLOCK_IO_ERROR logged */
 
 	vm_event_cb		 vm_evcb;
 	void			*vm_arg;
@@ -550,6 +551,30 @@ vm_cmd(struct vm *vm, const char *cmd, json_t *args, qmp_reply_cb cb)
 	return 0;
 }
 
+/*
+ * QEMU reports every failed request; say it once a minute. With
+ * werror=enospc a host out of space has stopped the guest (qemu_argv.c).
+ */
+static void
+vm_io_error(struct vm *vm, json_t *data)
+{
+	uint64_t now = monotonic_ms();
+	const char *action = json_string_value(json_object_get(data, "action"));
+	const char *reason = json_string_value(json_object_get(data, "reason"));
+
+	/* Per VM: one guest's flood must not hide another's. */
+	if (vm->vm_io_err_ms != 0 && now - vm->vm_io_err_ms < 60000)
+		return;
+	vm->vm_io_err_ms = now;
+	if (json_is_true(json_object_get(data, "nospace")))
+		log_warnx("vm %s: the host filesystem under its disk is full: QEMU %s the guest "
+		    "until space is freed", vm->vm_name, action && strcmp(action, "stop") == 0 ?
+		    "stopped" : "reported it to");
+	else
+		log_warnx("vm %s: disk I/O error (%s), %s", vm->vm_name, reason ? reason : "?",
+		    action ? action : "?");
+}
+
 static void
 vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
 {
@@ -557,6 +582,10 @@ vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
 	struct vm_event e;
 	json_t *r;
 
+	if (strcmp(event, "BLOCK_IO_ERROR") == 0) {
+		vm_io_error(vm, data);
+		return;
+	}
 	if (strcmp(event, "SHUTDOWN") != 0)
 		return;
 	r = json_object_get(data, "reason");
