@@ -163,7 +163,7 @@ api_sandboxes_create(struct api_call *c)
 	metrics_inc(c->api->metrics, "sandbox_creates");
 	if (sbm_create(c->api->sbm, &sp, created, c, &status, &cause) == NULL) {
 		api_error(c, status, status == 422 ? "unprocessable" : status == 503 ? "unavailable" :
-		    "internal", "%s", cause);
+		    status == 507 ? "insufficient_storage" : "internal", "%s", cause);
 		free(cause);
 	}
 out:

@@ -8,6 +8,8 @@
 #include "api/metrics.h"
 #include "api/openapi.h"
 #include "common/util.h"
+#include "config/config.h"
+#include "images/stor_sandbox.h"
 #include "sandbox/sbm.h"
 
 void
@@ -47,6 +49,23 @@ gateway_metrics(struct sbm *m, struct evbuffer *out)
 	json_decref(st);
 }
 
+/* The data dir's filesystem (one statvfs) and the floor creates are refused below. */
+static void
+disk_metrics(const struct config *cfg, struct evbuffer *out)
+{
+	uint64_t avail, total;
+
+	if (stor_space(&avail, &total, NULL) == -1)
+		return;
+	evbuffer_add_printf(out, "# TYPE airlock_data_free_bytes gauge\n"
+	    "airlock_data_free_bytes %llu\n", (unsigned long long)avail);
+	evbuffer_add_printf(out, "# TYPE airlock_data_size_bytes gauge\n"
+	    "airlock_data_size_bytes %llu\n", (unsigned long long)total);
+	evbuffer_add_printf(out, "# TYPE airlock_disk_free_floor_bytes gauge\n"
+	    "airlock_disk_free_floor_bytes %llu\n",
+	    (unsigned long long)cfg->disk_free_floor_mb << 20);
+}
+
 void
 api_system_metrics(struct api_call *c)
 {
@@ -62,6 +81,7 @@ api_system_metrics(struct api_call *c)
 		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n", states[i],
 		    sbm_count(c->api->sbm, states[i]));
 	gateway_metrics(c->api->sbm, out);
+	disk_metrics(c->api->cfg, out);
 	len = evbuffer_get_length(out);
 	text = xmalloc(len + 1);
 	evbuffer_remove(out, text, len);

@@ -16,9 +16,11 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "sandbox/sbm.h"
+#include "config/config.h"
 #include "images/recipe.h"
+#include "images/stor_sandbox.h"
 #include "images/template_build.h"
+#include "sandbox/sbm.h"
 
 static json_t *
 templates_all(void)
@@ -226,6 +228,7 @@ api_templates_build(struct api_call *c)
 	const char *name;
 	json_t *recipe;
 	struct build *b;
+	char *cause = NULL;
 	int p[2];
 	pid_t pid;
 
@@ -245,6 +248,13 @@ api_templates_build(struct api_call *c)
 	if (json_object_get(recipe, "files") != NULL) {
 		api_error(c, 400, "bad_request", "recipe.files: not accepted over the API (they name "
 		    "host paths); build such templates with the CLI on the host");
+		return;
+	}
+	/* A build writes a whole image (GiBs with RUN steps): not onto a nearly full host. */
+	if (stor_floor_check((uint64_t)c->api->cfg->disk_free_floor_mb << 20, "template build",
+	    &cause) == -1) {
+		api_error(c, 507, "insufficient_storage", "%s", cause);
+		free(cause);
 		return;
 	}
 	if (pipe2(p, O_CLOEXEC) == -1) {

@@ -52,6 +52,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "tls_key", "AIRLOCK_TLS_KEY", CFG_STR, OFF(tls_key), 0, 0 },
 	/* Retained serial console per sandbox, bytes (docs/vm-engine.md "Console"). */
 	{ "console_max", "AIRLOCK_CONSOLE_MAX", CFG_INT, OFF(console_max), 8192, 1L << 30 },
+	{ "disk_free_floor_mb", "AIRLOCK_DISK_FREE_FLOOR_MB", CFG_INT, OFF(disk_free_floor_mb),
+	  0, 1L << 30 },
 };
 
 void
@@ -73,6 +75,7 @@ config_defaults(struct config *c)
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;
 	c->tls = xstrdup("off");
+	c->disk_free_floor_mb = 2048;
 }
 
 int

@@ -50,6 +50,12 @@ struct config {
 	char		*tls_cert;		/* tls = file: PEM chain */
 	char		*tls_key;
 	long		 console_max;		/* retained console bytes per sandbox; 0: VM_CONSOLE_MAX */
+	/*
+	 * Disk (docs/vm-engine.md "Disk bounds"): creates, resumes and template
+	 * builds are refused while the data dir has less than this free, so
+	 * running guests never meet a full host; 0 disables the floor.
+	 */
+	int		 disk_free_floor_mb;
 };
 
 void config_defaults(struct config *c);

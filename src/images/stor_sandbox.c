@@ -122,6 +122,39 @@ stor_free_bytes(void)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
+int
+stor_space(uint64_t *avail, uint64_t *total, char **cause)
+{
+	struct statvfs sv;
+
+	if (statvfs(paths_data_dir(), &sv) == -1) {
+		cause_set(cause, "statvfs %s: %s", paths_data_dir(), strerror(errno));
+		return -1;
+	}
+	*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	*total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	return 0;
+}
+
+int
+stor_floor_check(uint64_t floor_bytes, const char *what, char **cause)
+{
+	uint64_t avail, total;
+
+	if (floor_bytes == 0)
+		return 0;
+	/* A statvfs that fails says nothing about space: refuse rather than guess. */
+	if (stor_space(&avail, &total, cause) == -1)
+		return -1;
+	if (avail >= floor_bytes)
+		return 0;
+	cause_set(cause, "%s refused: the data dir %s has %llu MiB free, below the floor of "
+	    "%llu MiB (disk_free_floor_mb) that keeps running sandboxes from filling the host",
+	    what, paths_data_dir(), (unsigned long long)(avail >> 20),
+	    (unsigned long long)(floor_bytes >> 20));
+	return -1;
+}
+
 uint64_t
 stor_usage(const char *path)
 {

@@ -67,6 +67,14 @@ void stor_sandbox_free(struct stor_sandbox *ss);
 uint64_t stor_usage(const char *path);
 /* Free bytes for unprivileged writers on the data dir's filesystem. */
 uint64_t stor_free_bytes(void);
+/* Free bytes (as above) and size of the data dir's filesystem (one statvfs). */
+int stor_space(uint64_t *avail, uint64_t *total, char **cause);
+/*
+ * Admission against the host free-space floor: -1 with a cause naming the
+ * data dir, its free space and the floor while less than floor_bytes is
+ * free (what: "create", "resume", ...). floor_bytes 0 always admits.
+ */
+int stor_floor_check(uint64_t floor_bytes, const char *what, char **cause);
 
 /* Give a file to the sandbox's uid with mode; used for copied-in files. */
 int stor_give(const struct stor_sandbox *ss, const char *path, mode_t mode, char **cause);

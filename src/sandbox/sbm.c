@@ -650,6 +650,13 @@ sb_op_resume_suspended(struct sandbox *sb)
 	char *cause = NULL, *msg, *snapdir, *rootfs;
 	int nsfd = -1, tapfd = -1;
 
+	/* A resume makes a new disk and RAM file: below the floor it stays suspended, untouched. */
+	if (stor_floor_check((uint64_t)sb->m->cfg->disk_free_floor_mb << 20, "resume",
+	    &cause) == -1) {
+		sb_op_finish(sb, cause, 507);
+		free(cause);
+		return;
+	}
 	sb_set_state(sb, "resuming", NULL);
 	snapdir = paths_data("snapshots/%s", sb->rec.snapshot ? sb->rec.snapshot : "-");
 	xasprintf(&rootfs, "%s/%s", snapdir, STOR_SNAP_ROOTFS);
@@ -1130,6 +1137,11 @@ sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, 
 	if (live >= m->cfg->max_sandboxes) {
 		*status = 503;
 		cause_set(cause, "this host runs its maximum of %d sandboxes", m->cfg->max_sandboxes);
+		return NULL;
+	}
+	/* Before the record exists: a create refused for space leaves nothing behind. */
+	if (stor_floor_check((uint64_t)m->cfg->disk_free_floor_mb << 20, "create", cause) == -1) {
+		*status = 507;
 		return NULL;
 	}
 	sb = sb_new(m);
