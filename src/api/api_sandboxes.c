@@ -119,12 +119,12 @@ created(struct sandbox *sb, const char *error, int status, void *arg)
 void
 api_sandboxes_create(struct api_call *c)
 {
-	static const char *const fields[] = { "template", "vcpus", "memory_mb", "env", "metadata",
-	    "timeout_s", "idle_timeout_s", "auto_pause", "network", NULL };
+	static const char *const fields[] = { "template", "vcpus", "memory_mb", "disk_mb", "env",
+	    "metadata", "timeout_s", "idle_timeout_s", "auto_pause", "network", NULL };
 	const struct config *cfg = c->api->cfg;
 	struct sb_spec sp;
 	const char *tmpl;
-	long long vcpus, mem, timeout, idle;
+	long long vcpus, mem, disk, timeout, idle;
 	json_t *env = NULL, *meta = NULL, *net = NULL;
 	char *cause = NULL;
 	int auto_pause, status;
@@ -135,6 +135,7 @@ api_sandboxes_create(struct api_call *c)
 	    api_get_int(c, c->body, "vcpus", 1, SBM_VCPUS_MAX, cfg->default_vcpus, &vcpus) == -1 ||
 	    api_get_int(c, c->body, "memory_mb", SBM_MEMORY_MB_MIN, SBM_MEMORY_MB_MAX,
 	    cfg->default_memory_mb, &mem) == -1 ||
+	    api_get_int(c, c->body, "disk_mb", 1, SBM_DISK_MB_MAX, 0, &disk) == -1 ||
 	    api_get_int(c, c->body, "timeout_s", 0, SBM_TIMEOUT_S_MAX, 0, &timeout) == -1 ||
 	    api_get_int(c, c->body, "idle_timeout_s", 0, SBM_TIMEOUT_S_MAX,
 	    cfg->default_idle_timeout_s, &idle) == -1 ||
@@ -154,6 +155,7 @@ api_sandboxes_create(struct api_call *c)
 	sp.template_name = tmpl;
 	sp.vcpus = (unsigned)vcpus;
 	sp.memory_mb = (unsigned)mem;
+	sp.disk_mb = (unsigned)disk;
 	sp.env = env;
 	sp.metadata = meta;
 	sp.network = net;

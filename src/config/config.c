@@ -54,6 +54,7 @@ static const struct cfg_entry cfg_table[] = {
 	{ "console_max", "AIRLOCK_CONSOLE_MAX", CFG_INT, OFF(console_max), 8192, 1L << 30 },
 	{ "disk_free_floor_mb", "AIRLOCK_DISK_FREE_FLOOR_MB", CFG_INT, OFF(disk_free_floor_mb),
 	  0, 1L << 30 },
+	{ "max_disk_mb", "AIRLOCK_MAX_DISK_MB", CFG_INT, OFF(max_disk_mb), 64, 1L << 24 },
 };
 
 void
@@ -76,6 +77,7 @@ config_defaults(struct config *c)
 	c->gateway_rate_bps = 50 * 1024 * 1024;
 	c->tls = xstrdup("off");
 	c->disk_free_floor_mb = 2048;
+	c->max_disk_mb = 65536;
 }
 
 int

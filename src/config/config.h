@@ -56,6 +56,7 @@ struct config {
 	 * running guests never meet a full host; 0 disables the floor.
 	 */
 	int		 disk_free_floor_mb;
+	int		 max_disk_mb;		/* largest per-sandbox disk_mb */
 };
 
 void config_defaults(struct config *c);

@@ -332,6 +332,33 @@ bad:
 }
 
 int
+stor_sandbox_grow(const struct stor_sandbox *ss, uint64_t bytes, char **cause)
+{
+	struct stat st;
+	int fd;
+
+	/* vm/ belongs to the sandbox uid: the image must still be the file we made. */
+	if ((fd = open(ss->ss_rootfs, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+		cause_set(cause, "open %s: %s", ss->ss_rootfs, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != ss->ss_uid) {
+		cause_set(cause, "%s: not a regular file of the sandbox's uid %u", ss->ss_rootfs,
+		    (unsigned)ss->ss_uid);
+		close(fd);
+		return -1;
+	}
+	if (bytes > (uint64_t)st.st_size && ftruncate(fd, (off_t)bytes) == -1) {
+		cause_set(cause, "grow %s to %llu MiB: %s", ss->ss_rootfs,
+		    (unsigned long long)(bytes >> 20), strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int
 stor_sandbox_attach(const char *name, uid_t uid, struct stor_sandbox *ss, char **cause)
 {
 	struct stat st;

@@ -51,6 +51,14 @@ int stor_sandbox_create(const char *name, const char *rootfs_src, uint64_t mem_b
     struct stor_sandbox *ss, char **cause);
 
 /*
+ * Extend the new sandbox's rootfs image to bytes before its first boot
+ * (sparse: costs nothing until the guest writes). Never shrinks: a size at
+ * or below the image's is a no-op. The guest's filesystem is grown by the
+ * guest itself (sandbox/sbm_disk.h); the host never parses the image.
+ */
+int stor_sandbox_grow(const struct stor_sandbox *ss, uint64_t bytes, char **cause);
+
+/*
  * The existing sandbox of a VM being adopted after a daemon restart:
  * paths only, after checking that uid's claim names it and that its vm/
  * dir belongs to uid. Creates nothing; stor_sandbox_destroy releases it.

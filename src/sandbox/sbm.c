@@ -1,6 +1,7 @@
 /* Sandbox manager: lifecycle state machine over the VM driver, agent, storage and islands. */
 #include <sys/queue.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "net/net_island.h"
 #include "egress/sbm_egress.h"
 #include "link/envd_client.h"
+#include "sandbox/sbm_disk.h"
 #include "sandbox/sbm.h"
 #include "sandbox/sbm_recover.h"
 #include "images/stor_sandbox.h"
@@ -48,6 +50,9 @@ struct sandbox {
 	struct agent_client	*agent;
 	int			 agent_up;
 	struct envd_req		*init_req;
+	struct sbm_disk_grow	*disk_grow;	/* create: the guest's resize2fs in flight */
+	unsigned		 disk_mb;	/* rootfs size, MiB (0: look it up) */
+	int			 disk_grows;	/* create: disk_mb is above the template's */
 	struct stor_sandbox	 stor;
 	int			 have_stor;
 	struct net_island	 island;
@@ -225,14 +230,42 @@ sb_is(const struct sandbox *sb, const char *state)
 	return strcmp(sb->rec.state, state) == 0;
 }
 
+/*
+ * The disk size is the rootfs image's (the guest sees exactly that block
+ * device), so it is not stored: after a restart it is read back from the
+ * sandbox's or its snapshot's image, one stat, once.
+ */
+static unsigned
+sb_disk_mb(struct sandbox *sb)
+{
+	struct stat st;
+	char *path;
+
+	if (sb->disk_mb != 0)
+		return sb->disk_mb;
+	if (sb->have_stor)
+		path = xstrdup(sb->stor.ss_rootfs);
+	else if (sb->rec.snapshot != NULL)
+		path = paths_data("snapshots/%s/%s", sb->rec.snapshot, STOR_SNAP_ROOTFS);
+	else
+		return 0;
+	if (stat(path, &st) == 0)
+		sb->disk_mb = (unsigned)(((uint64_t)st.st_size + (1 << 20) - 1) >> 20);
+	free(path);
+	return sb->disk_mb;
+}
+
 json_t *
 sb_json(struct sandbox *sb)
 {
 	const struct store_sandbox *r = &sb->rec;
+	unsigned disk_mb = sb_disk_mb(sb);
 
-	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:O,s:O,s:O,s:I,s:I,s:b,s:o,s:o,s:o,s:o,s:s?}",
+	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:o,s:O,s:O,s:O,s:I,s:I,s:b,s:o,s:o,s:o,s:o,s:s?}",
 	    "id", r->id, "state", r->state, "template", r->template_name, "vcpus", (int)r->vcpus,
-	    "memory_mb", (int)r->memory_mb, "env", r->env, "metadata", r->metadata,
+	    "memory_mb", (int)r->memory_mb,
+	    "disk_mb", disk_mb != 0 ? json_integer(disk_mb) : json_null(),
+	    "env", r->env, "metadata", r->metadata,
 	    "network", r->network, "timeout_s", (json_int_t)r->timeout_s,
 	    "idle_timeout_s", (json_int_t)r->idle_timeout_s, "auto_pause", r->auto_pause,
 	    "created_at", json_time_ms(r->created_at), "updated_at", json_time_ms(r->updated_at),
@@ -325,6 +358,8 @@ sb_release(struct sandbox *sb)
 		envd_req_cancel(sb->cpu_req);
 		sb->cpu_req = NULL;
 	}
+	sbm_disk_grow_cancel(sb->disk_grow);
+	sb->disk_grow = NULL;
 	sb->cpu_asked_ms = 0;
 	if (sb->agent != NULL) {
 		agent_client_free(sb->agent);
@@ -377,6 +412,57 @@ static void sb_agent_down(struct agent_client *ac, const char *reason, void *arg
 
 static const struct agent_client_cb sb_agent_cbs = { sb_agent_up, sb_agent_down };
 
+/* Create or resume is complete: the guest is initialized (and its disk grown). */
+static void
+sb_running(struct sandbox *sb)
+{
+	/*
+	 * A resumed guest runs on its own reflinks of the snapshot's disk and
+	 * RAM: the snapshot is stale from now on, and kept it would pile up
+	 * (a GiB-sized RAM file per suspend) until the sandbox is deleted.
+	 */
+	if (sb->cur != NULL && sb->cur->kind == SB_OP_RESUME)
+		sb_remove_snapshot(sb);
+	sb_touch(sb);
+	if (sb->rec.timeout_s > 0 && sb->rec.expires_at == 0)
+		sb->rec.expires_at = now_ms() + sb->rec.timeout_s * 1000;
+	sb_set_state(sb, "running", NULL);
+	sb_op_finish(sb, NULL, 0);
+}
+
+static void
+sb_grow_done(const char *error, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	sb->disk_grow = NULL;
+	if (error != NULL) {
+		/* The caller asked for disk_mb: a smaller filesystem is not what it asked for. */
+		sb_fail(sb, error, 500);
+		return;
+	}
+	sb->disk_grows = 0;
+	sb_running(sb);
+}
+
+/* The guest's resize2fs ends the create (or fails it). */
+static void
+sb_grow_start(struct sandbox *sb)
+{
+	char *cause = NULL, *msg;
+
+	sb->disk_grow = sbm_disk_grow_start(sb->agent, sb->rec.access_token, sb_grow_done, sb,
+	    &cause);
+	if (sb->disk_grow == NULL) {
+		xasprintf(&msg, "growing the guest's root filesystem: %s", cause);
+		sb_fail(sb, msg, 500);
+		free(msg);
+		free(cause);
+		return;
+	}
+	sb_deadline_set(sb, SBM_INIT_TIMEOUT_MS * 4);
+}
+
 static void
 sb_init_done(int status, json_t *resp, const char *error, void *arg)
 {
@@ -394,18 +480,11 @@ sb_init_done(int status, json_t *resp, const char *error, void *arg)
 		free(msg);
 		return;
 	}
-	/*
-	 * A resumed guest runs on its own reflinks of the snapshot's disk and
-	 * RAM: the snapshot is stale from now on, and kept it would pile up
-	 * (a GiB-sized RAM file per suspend) until the sandbox is deleted.
-	 */
-	if (sb->cur != NULL && sb->cur->kind == SB_OP_RESUME)
-		sb_remove_snapshot(sb);
-	sb_touch(sb);
-	if (sb->rec.timeout_s > 0 && sb->rec.expires_at == 0)
-		sb->rec.expires_at = now_ms() + sb->rec.timeout_s * 1000;
-	sb_set_state(sb, "running", NULL);
-	sb_op_finish(sb, NULL, 0);
+	if (sb->disk_grows) {
+		sb_grow_start(sb);
+		return;
+	}
+	sb_running(sb);
 }
 
 /* The template's env (template.json), overridden by the sandbox's own. */
@@ -577,10 +656,13 @@ sb_vm_config(struct sandbox *sb, const struct template_paths *tp, struct vm_conf
 	vc->console_max = sb_console_max(sb);
 }
 
-/* Disk, island and VM config shared by boot and restore. */
+/*
+ * Disk, island and VM config shared by boot and restore. disk_bytes: the
+ * size to extend a new disk to (create), 0 to keep the source's (restore).
+ */
 static int
-sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
-    struct template_paths *tp, int *netns_fd, int *tap_fd, char **cause)
+sb_prepare(struct sandbox *sb, const char *rootfs_src, uint64_t disk_bytes,
+    struct vm_config *vc, struct template_paths *tp, int *netns_fd, int *tap_fd, char **cause)
 {
 	const char *mode = json_string_value(json_object_get(sb->rec.network, "mode"));
 
@@ -591,6 +673,8 @@ sb_prepare(struct sandbox *sb, const char *rootfs_src, struct vm_config *vc,
 	sb->have_stor = 1;
 	free(sb->console);
 	sb->console = xstrdup(sb->stor.ss_console);
+	if (disk_bytes != 0 && stor_sandbox_grow(&sb->stor, disk_bytes, cause) == -1)
+		return -1;
 	if (mode != NULL && strcmp(mode, "none") != 0) {
 		if (net_island_create(sb->rec.id, &sb->island, cause) == -1)
 			return -1;
@@ -628,7 +712,8 @@ sb_op_create(struct sandbox *sb)
 	int nsfd = -1, tapfd = -1;
 
 	if (template_paths(sb->rec.template_name, &tp, &cause) == -1 ||
-	    sb_prepare(sb, tp.rootfs, &vc, &tp, &nsfd, &tapfd, &cause) == -1 ||
+	    sb_prepare(sb, tp.rootfs, sb->disk_grows ? (uint64_t)sb->disk_mb << 20 : 0, &vc, &tp,
+	    &nsfd, &tapfd, &cause) == -1 ||
 	    (sb->vm = vm_boot(sb->m->base, &vc, sb_vm_event, sb_vm_ready, sb, &cause)) == NULL) {
 		close_fds(nsfd, tapfd);
 		xasprintf(&msg, "create: %s", cause ? cause : "failed");
@@ -662,7 +747,7 @@ sb_op_resume_suspended(struct sandbox *sb)
 	xasprintf(&rootfs, "%s/%s", snapdir, STOR_SNAP_ROOTFS);
 	memset(&tp, 0, sizeof(tp));
 	if (template_paths(sb->rec.template_name, &tp, &cause) == -1 ||
-	    sb_prepare(sb, rootfs, &vc, &tp, &nsfd, &tapfd, &cause) == -1 ||
+	    sb_prepare(sb, rootfs, 0, &vc, &tp, &nsfd, &tapfd, &cause) == -1 ||
 	    (sb->vm = vm_restore(sb->m->base, &vc, snapdir, VM_RESTORE_OWN, -1, sb_vm_event,
 	    sb_vm_ready, sb, &cause)) == NULL) {
 		close_fds(nsfd, tapfd);
@@ -1122,7 +1207,9 @@ sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, 
 {
 	struct template_paths tp;
 	struct sandbox *sb;
+	struct stat st;
 	char token[33];
+	unsigned image_mb;
 	int live = 0;
 
 	*status = 400;
@@ -1130,7 +1217,30 @@ sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, 
 		*status = 422;
 		return NULL;
 	}
+	if (stat(tp.rootfs, &st) == -1) {
+		cause_set(cause, "template %s: %s: %s", sp->template_name, tp.rootfs,
+		    strerror(errno));
+		template_paths_free(&tp);
+		*status = 422;
+		return NULL;
+	}
 	template_paths_free(&tp);
+	/*
+	 * The guest sees exactly its image as /dev/vda: that size bounds what
+	 * it can write on the host. It can be grown (sparse, then resize2fs in
+	 * the guest), never shrunk below the template's filesystem.
+	 */
+	image_mb = (unsigned)(((uint64_t)st.st_size + (1 << 20) - 1) >> 20);
+	if (sp->disk_mb != 0 && sp->disk_mb < image_mb) {
+		cause_set(cause, "disk_mb: %u is below the %u MiB disk of template %s (disks can "
+		    "grow, not shrink)", sp->disk_mb, image_mb, sp->template_name);
+		return NULL;
+	}
+	if (sp->disk_mb > image_mb && sp->disk_mb > (unsigned)m->cfg->max_disk_mb) {
+		cause_set(cause, "disk_mb: %u is above this host's max_disk_mb of %d", sp->disk_mb,
+		    m->cfg->max_disk_mb);
+		return NULL;
+	}
 	TAILQ_FOREACH(sb, &m->sandboxes, entry)
 		if (!sb_is(sb, "suspended") && !sb_is(sb, "failed"))
 			live++;
@@ -1153,6 +1263,8 @@ sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, 
 	snprintf(sb->rec.state, sizeof(sb->rec.state), "creating");
 	sb->rec.vcpus = sp->vcpus;
 	sb->rec.memory_mb = sp->memory_mb;
+	sb->disk_grows = sp->disk_mb > image_mb;
+	sb->disk_mb = sb->disk_grows ? sp->disk_mb : 0;	/* else: the image's, from its file */
 	sb->rec.env = json_incref(sp->env);
 	sb->rec.metadata = json_incref(sp->metadata);
 	sb->rec.network = json_incref(sp->network);

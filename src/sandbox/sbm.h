@@ -30,6 +30,7 @@
 #define SBM_ENV_MAX		256
 #define SBM_METADATA_MAX	64
 #define SBM_ALLOW_MAX		256
+#define SBM_DISK_MB_MAX		(1 << 24)	/* 16 TiB; the operator's max_disk_mb is lower */
 
 #define SBM_ID_LEN		20	/* lowercase alphanumerics, like E2B ids */
 
@@ -46,6 +47,7 @@ struct sb_spec {
 	const char	*template_name;
 	unsigned	 vcpus;
 	unsigned	 memory_mb;
+	unsigned	 disk_mb;	/* 0: the template image's size */
 	json_t		*env;		/* borrowed */
 	json_t		*metadata;	/* borrowed */
 	json_t		*network;	/* borrowed, validated {mode, allow} */
