@@ -164,8 +164,9 @@ api_sandboxes_create(struct api_call *c)
 	sp.auto_pause = auto_pause;
 	metrics_inc(c->api->metrics, "sandbox_creates");
 	if (sbm_create(c->api->sbm, &sp, created, c, &status, &cause) == NULL) {
-		api_error(c, status, status == 422 ? "unprocessable" : status == 503 ? "unavailable" :
-		    status == 507 ? "insufficient_storage" : "internal", "%s", cause);
+		api_error(c, status, status == 400 ? "bad_request" : status == 422 ? "unprocessable" :
+		    status == 503 ? "unavailable" : status == 507 ? "insufficient_storage" :
+		    "internal", "%s", cause);
 		free(cause);
 	}
 out:
