@@ -583,6 +583,26 @@ sb_vm_event(struct vm *vm, const struct vm_event *ev, void *arg)
 
 	if (ev->type != VM_EVENT_EXITED || ev->expected)
 		return;
+	/*
+	 * Booted or restored, but the agent has not answered yet: the VM's own
+	 * operation is over, so nothing else notices before the boot deadline
+	 * (minutes). A failed resume keeps its snapshot and stays suspended.
+	 */
+	if (sb->cur != NULL && (sb_is(sb, "creating") || sb_is(sb, "resuming"))) {
+		xasprintf(&msg, "the VM exited before its guest agent answered (%s); console "
+		    "tail:\n%s", ev->reason ? ev->reason : "unknown",
+		    ev->console_tail ? ev->console_tail : "");
+		if (sb_is(sb, "creating"))
+			sb_fail(sb, msg, 500);
+		else {
+			log_warnx("sandbox %s: resume: %s", sb->rec.id, msg);
+			sb_release(sb);
+			sb_set_state(sb, "suspended", msg);
+			sb_op_finish(sb, msg, 500);
+		}
+		free(msg);
+		return;
+	}
 	/* An operation in flight gets its own done callback with the error. */
 	if (sb->cur != NULL && sb->cur->kind != SB_OP_DELETE)
 		return;
