@@ -11,7 +11,7 @@
 #include "common/util.h"
 
 const char cmd_create_usage[] =
-	"usage: airlock create [--template T] [--vcpus N] [--memory MB]\n"
+	"usage: airlock create [--template T] [--vcpus N] [--memory MB] [--disk MB]\n"
 	"                      [--network none|allowlist|full] [--allow HOST]...\n"
 	"                      [--env K=V]... [--meta K=V]... [--timeout S]\n"
 	"                      [--idle-timeout S] [--auto-pause] [--json]\n";
@@ -36,6 +36,7 @@ cmd_create_parse(int argc, char **argv, json_t **bodyp, int *json_out, char **ca
 		{ "template", required_argument, NULL, 'T' },
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "memory", required_argument, NULL, 'm' },
+		{ "disk", required_argument, NULL, 'D' },
 		{ "network", required_argument, NULL, 'n' },
 		{ "allow", required_argument, NULL, 'a' },
 		{ "env", required_argument, NULL, 'e' },
@@ -70,6 +71,12 @@ cmd_create_parse(int argc, char **argv, json_t **bodyp, int *json_out, char **ca
 			if (cli_args_num(optarg, 128, 65536, &n, "--memory (MB)", cause) == -1)
 				goto bad;
 			json_object_set_new(body, "memory_mb", json_integer(n));
+			break;
+		case 'D':
+			/* The daemon checks it against the template and its max_disk_mb. */
+			if (cli_args_num(optarg, 1, 1 << 24, &n, "--disk (MB)", cause) == -1)
+				goto bad;
+			json_object_set_new(body, "disk_mb", json_integer(n));
 			break;
 		case 'n':
 			if (strcmp(optarg, "none") != 0 && strcmp(optarg, "allowlist") != 0 &&

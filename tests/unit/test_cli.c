@@ -119,6 +119,8 @@ test_create_parse(void)
 	char *argv4[] = { "create", "--vcpus", "0", NULL };
 	char *argv5[] = { "create", "stray", NULL };
 	char *argv6[] = { "create", NULL };
+	char *argv7[] = { "create", "--disk", "8192", NULL };
+	char *argv8[] = { "create", "--disk", "0", NULL };
 	char *cause = NULL, *s;
 	json_t *b;
 	int js;
@@ -150,6 +152,13 @@ test_create_parse(void)
 	/* No options: an empty body, so the daemon's defaults apply. */
 	CHECK(cmd_create_parse(1, argv6, &b, &js, &cause) == 0 && json_object_size(b) == 0);
 	json_decref(b);
+	CHECK(cmd_create_parse(3, argv7, &b, &js, &cause) == 0);
+	CHECK(json_integer_value(json_object_get(b, "disk_mb")) == 8192);
+	json_decref(b);
+	CHECK(cmd_create_parse(3, argv8, &b, &js, &cause) == -1);
+	CHECK_CAUSE(cause, "--disk");
+	free(cause);
+	cause = NULL;
 }
 
 static void
