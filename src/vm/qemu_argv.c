@@ -187,7 +187,9 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 	 * the write pending (resumed with `cont` once space is freed: nothing
 	 * lost) instead of handing the guest an EIO that makes ext4 abort its
 	 * journal and remount read-only. Other write errors and every read
-	 * error are reported to the guest (a stop would hide them).
+	 * error are reported to the guest (a stop would hide them). On btrfs
+	 * the guest's RAM file usually hits ENOSPC first (SIGBUS): the
+	 * free-space floor is the real guard (docs/vm-engine.md "Disk bounds").
 	 */
 	argv_add(a, "-drive");
 	argv_add(a, "id=root,file=%s,format=raw,if=none,cache=unsafe,discard=unmap,"
