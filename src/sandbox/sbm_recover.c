@@ -209,10 +209,12 @@ is_sandbox_id(const char *name)
 static int
 snapshot_owner(const char *name, char id[SBM_ID_LEN + 1])
 {
-	const char *p = name + SBM_ID_LEN;
+	const char *p;
 
-	if (strlen(name) <= SBM_ID_LEN + 1 || *p != '-' || p[1] == '\0' ||
-	    strspn(p + 1, "0123456789") != strlen(p + 1))
+	if (strlen(name) <= SBM_ID_LEN + 1)
+		return 0;
+	p = name + SBM_ID_LEN;
+	if (*p != '-' || strspn(p + 1, "0123456789") != strlen(p + 1))
 		return 0;
 	memcpy(id, name, SBM_ID_LEN);
 	id[SBM_ID_LEN] = '\0';
