@@ -3,6 +3,8 @@
  */
 #include <sys/queue.h>
 
+#include <pthread.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +34,13 @@ struct gw_leaf {
 	LIST_ENTRY(gw_leaf)	 link;		/* hash bucket */
 };
 
+/*
+ * Shared by every worker. ctx, issuer, issuer_key and chain are fixed after
+ * gw_certs_new (SSL_new and signing with a shared key are thread-safe in
+ * OpenSSL 3); the cache (buckets, lru, nleaves, minted) is under mtx.
+ */
 struct gw_certs {
+	pthread_mutex_t		 mtx;
 	SSL_CTX			*ctx;
 	X509			*issuer;
 	EVP_PKEY		*issuer_key;
@@ -48,7 +56,7 @@ struct gw_certs {
 static const char *
 ssl_err(void)
 {
-	static char buf[256];
+	static __thread char buf[256];	/* per thread: workers fail independently */
 	unsigned long e = ERR_get_error();
 
 	if (e == 0)
@@ -209,6 +217,7 @@ gw_certs_new(const char *cert_path, const char *key_path, char **cause)
 	struct gw_certs *c = xcalloc(1, sizeof(*c));
 	size_t i;
 
+	pthread_mutex_init(&c->mtx, NULL);
 	for (i = 0; i < GW_LEAF_BUCKETS; i++)
 		LIST_INIT(&c->buckets[i]);
 	TAILQ_INIT(&c->lru);
@@ -246,6 +255,7 @@ gw_certs_free(struct gw_certs *c)
 	EVP_PKEY_free(c->issuer_key);
 	if (c->chain != NULL)
 		sk_X509_pop_free(c->chain, X509_free);
+	pthread_mutex_destroy(&c->mtx);
 	free(c);
 }
 
@@ -398,16 +408,24 @@ X509 *
 gw_certs_leaf(struct gw_certs *c, const char *name, char **cause)
 {
 	struct gw_leaf *l;
+	X509 *x = NULL;
 
-	if ((l = leaf_get(c, name, cause)) == NULL)
-		return NULL;
-	return l->cert;
+	pthread_mutex_lock(&c->mtx);
+	if ((l = leaf_get(c, name, cause)) != NULL)
+		x = l->cert;
+	pthread_mutex_unlock(&c->mtx);
+	return x;
 }
 
 unsigned long
-gw_certs_minted(const struct gw_certs *c)
+gw_certs_minted(struct gw_certs *c)
 {
-	return c->minted;
+	unsigned long n;
+
+	pthread_mutex_lock(&c->mtx);
+	n = c->minted;
+	pthread_mutex_unlock(&c->mtx);
+	return n;
 }
 
 SSL *
@@ -416,16 +434,28 @@ gw_certs_ssl(struct gw_certs *c, const char *name, char **cause)
 	struct gw_leaf *l;
 	SSL *ssl;
 
-	if ((l = leaf_get(c, name, cause)) == NULL)
-		return NULL;
 	if ((ssl = SSL_new(c->ctx)) == NULL) {
 		cause_set(cause, "SSL_new: %s", ssl_err());
 		return NULL;
 	}
+	/*
+	 * Under the lock until the SSL holds its own references to the leaf:
+	 * another worker may evict it right after. A miss mints under the lock
+	 * too (one P-256 key and signature, well under a millisecond), which
+	 * also keeps two workers from minting the same name at once.
+	 */
+	pthread_mutex_lock(&c->mtx);
+	if ((l = leaf_get(c, name, cause)) == NULL) {
+		pthread_mutex_unlock(&c->mtx);
+		SSL_free(ssl);
+		return NULL;
+	}
 	if (SSL_use_cert_and_key(ssl, l->cert, l->key, c->chain, 1) != 1) {
+		pthread_mutex_unlock(&c->mtx);
 		cause_set(cause, "leaf for %s: %s", name, ssl_err());
 		SSL_free(ssl);
 		return NULL;
 	}
+	pthread_mutex_unlock(&c->mtx);
 	return ssl;
 }

@@ -34,11 +34,11 @@ SSL *gw_certs_ssl(struct gw_certs *, const char *name, char **cause);
 
 /*
  * The cached (or freshly minted) leaf for name; the reference belongs to
- * the cache and stays valid until the next gw_certs_* call. For tests and
- * for the cache-hit counter.
+ * the cache and stays valid until the next gw_certs_* call from any thread.
+ * For single-threaded tests and the cache-hit counter.
  */
 X509 *gw_certs_leaf(struct gw_certs *, const char *name, char **cause);
 /* Leaves minted since start (cache misses). */
-unsigned long gw_certs_minted(const struct gw_certs *);
+unsigned long gw_certs_minted(struct gw_certs *);
 
 #endif

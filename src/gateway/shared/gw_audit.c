@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,9 @@
 #include "common/util.h"
 #include "gateway/shared/gw_audit.h"
 
+/* fd, size and failures are under mtx once workers run; the rest is fixed. */
 struct gw_audit {
+	pthread_mutex_t	 mtx;
 	char		*dir;
 	char		*path;
 	int		 fd;
@@ -49,6 +52,7 @@ gw_audit_open(const char *dir, uint64_t max_bytes, int keep, char **cause)
 	if (mkdir_p(dir, 0750, cause) == -1)
 		return NULL;
 	a = xcalloc(1, sizeof *a);
+	pthread_mutex_init(&a->mtx, NULL);
 	a->dir = xstrdup(dir);
 	xasprintf(&a->path, "%s/audit.log", dir);
 	a->fd = -1;
@@ -70,6 +74,7 @@ gw_audit_close(struct gw_audit *a)
 		close(a->fd);
 	free(a->path);
 	free(a->dir);
+	pthread_mutex_destroy(&a->mtx);
 	free(a);
 }
 
@@ -146,6 +151,7 @@ gw_audit_log(struct gw_audit *a, const struct gw_audit_rec *r)
 
 	o = json_object();
 	json_object_set_new(o, "time", json_string(when));
+	gw_set_str(o, "event", r->event);
 	gw_set_str(o, "sandbox", r->sandbox);
 	gw_set_str(o, "kind", r->kind);
 	gw_set_str(o, "qname", r->qname);
@@ -161,6 +167,10 @@ gw_audit_log(struct gw_audit *a, const struct gw_audit_rec *r)
 	gw_set_str(o, "rule", r->rule);
 	json_object_set_new(o, "decision", json_string(r->allow ? "allow" : "deny"));
 	gw_set_str(o, "reason", r->reason);
+	if (r->event != NULL) {
+		json_object_set_new(o, "count", json_integer((json_int_t)r->count));
+		json_object_set_new(o, "window_ms", json_integer((json_int_t)r->window_ms));
+	}
 	if (r->bytes_up != 0 || r->bytes_down != 0) {
 		json_object_set_new(o, "bytes_up", json_integer((json_int_t)r->bytes_up));
 		json_object_set_new(o, "bytes_down", json_integer((json_int_t)r->bytes_down));
@@ -180,6 +190,7 @@ gw_audit_log(struct gw_audit *a, const struct gw_audit_rec *r)
 		free(line);
 		return;
 	}
+	pthread_mutex_lock(&a->mtx);
 	if (a->size + len > a->max_bytes)
 		gw_audit_rotate(a);
 	n = a->fd == -1 ? -1 : write(a->fd, line, len);
@@ -188,5 +199,6 @@ gw_audit_log(struct gw_audit *a, const struct gw_audit_rec *r)
 			log_warn("audit: write %s", a->path);
 	} else
 		a->size += len;
+	pthread_mutex_unlock(&a->mtx);
 	free(line);
 }

@@ -12,6 +12,9 @@
 struct gw_audit;
 
 struct gw_audit_rec {
+	const char	*event;		/* NULL: a decision; "deny_summary": count refusals */
+	uint64_t	 count;		/* deny_summary: refusals in the window */
+	uint64_t	 window_ms;	/* deny_summary: from the first of them to the line */
 	const char	*sandbox;
 	const char	*kind;		/* "dns", "tls", "http", "l4" */
 	const char	*qname;		/* dns */
@@ -34,7 +37,11 @@ struct gw_audit_rec {
 
 struct gw_audit *gw_audit_open(const char *dir, uint64_t max_bytes, int keep, char **cause);
 void gw_audit_close(struct gw_audit *);
-/* Never fails the caller: a write error is logged once and counted. */
+/*
+ * Never fails the caller: a write error is logged once and counted.
+ * Thread-safe: lines from every worker go through one lock (size and
+ * rotation are shared), each written whole with one write(2).
+ */
 void gw_audit_log(struct gw_audit *, const struct gw_audit_rec *);
 
 #endif
