@@ -10,7 +10,18 @@
  * It keeps serving while airlockd restarts; airlockd reconnects and
  * reconciles (docs/architecture.md, "Gateway").
  *
- * Single-threaded libevent loop; nothing here blocks.
+ * Threads (docs/architecture.md "Gateway process model"): the main thread
+ * runs the control socket (gw_server.c) and signals; N worker threads
+ * (gw_worker.c) each run their own event_base and own every sandbox
+ * sharded to them, with everything the sandbox has (island listener, DNS
+ * socket, connections, rate limiters, pins, pending lookups, deny
+ * summaries). A sandbox is touched by its worker only, so per-sandbox state
+ * takes no lock. What the threads share is read-only after setup (config,
+ * denied host addresses, the upstream SSL_CTX) or locked inside its module
+ * (the leaf cache in gw_tls.c, the audit writer in gw_audit.c). With one
+ * worker it runs on the main thread's base: no thread at all.
+ *
+ * Nothing here blocks an event loop.
  */
 #ifndef AIRLOCK_GW_H
 #define AIRLOCK_GW_H
@@ -18,6 +29,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <event2/event.h>
@@ -38,6 +50,9 @@ struct gw_pins;
 struct gw_conn;
 struct gw_dns;
 struct gw_ratelim;
+struct gw_job;
+struct gw_shard;
+struct gw_worker;
 
 /* Counters per sandbox, reported by the `stats` control op. */
 struct gw_counters {
@@ -59,8 +74,22 @@ struct gw_bucket {
 	uint64_t	 last_ms;
 };
 
+/*
+ * Refusals that come in floods are not audited one by one: each is counted
+ * here and written as one deny_summary line per sandbox, reason and second
+ * (gw_sandbox_deny). Every other decision keeps its own line.
+ */
+enum gw_deny_class {
+	GW_DENY_ACCEPT_RATE,	/* new connections over GW_ACCEPT_RATE */
+	GW_DENY_CONN_CAP,	/* GW_CONNS_MAX live connections */
+	GW_DENY_DNS_RATE,	/* DNS queries over GW_DNS_RATE */
+	GW_DENY_NCLASS
+};
+#define GW_DENY_WINDOW_MS	1000	/* one summary line per class and window */
+
 struct gw_sandbox {
 	struct gw			*gw;
+	struct gw_worker		*w;		/* the only thread that touches this sandbox */
 	char				*id;
 	char				*project;
 	struct gw_policy		*policy;	/* refcounted; swapped on `update` */
@@ -74,7 +103,9 @@ struct gw_sandbox {
 	struct gw_pins			*pins;		/* names this sandbox resolved (gw_resolve.h) */
 	struct gw_bucket		 req_bucket;	/* policy->rate.rps */
 	struct gw_bucket		 accept_bucket;	/* new connections (GW_ACCEPT_RATE) */
-	uint64_t			 refused_logged_ms; /* last audit line for refused accepts */
+	uint64_t			 deny_count[GW_DENY_NCLASS];	/* in the open window */
+	uint64_t			 deny_since_ms;	/* window opened (first refusal) */
+	struct event			*deny_ev;	/* closes the window: writes the summaries */
 	struct bufferevent_rate_limit_group *bytes_group; /* policy->rate.bps, all conns */
 	struct gw_ratelim		**rule_limits;	/* per rule index of policy (gw_proxy.c) */
 	size_t				 nrule_limits;
@@ -96,21 +127,61 @@ struct gw_config {
 	char		*resolver;		/* "IP" or "IP:port"; NULL = /etc/resolv.conf */
 	char		*netns;			/* upstream netns path, NULL = inherited */
 	char		*user;			/* drop to this user after setup */
+	int		 threads;		/* event-loop workers (1: all on the main thread) */
 };
 
+#define GW_THREADS_MAX		64
+
+/*
+ * One event loop and the sandboxes sharded to it. Fields marked (worker)
+ * are touched only by the worker's thread once it runs; (main) only by the
+ * main thread; (lock) under inbox_mtx.
+ */
+struct gw_worker {
+	struct gw		*gw;
+	int			 idx;
+	struct event_base	*base;		/* (worker) its own loop */
+	struct evdns_base	*dns;		/* (worker) its own upstream resolver */
+	struct gw_sandboxes	 sandboxes;	/* (worker) */
+	uint64_t		 conn_seq;	/* (worker) connection ids, idx in the top bits */
+	int			 stopping;	/* (worker) an exit job ran */
+
+	int			 threaded;	/* own thread (else runs on the main base) */
+	pthread_t		 thread;
+	pthread_mutex_t		 inbox_mtx;
+	TAILQ_HEAD(, gw_job)	 inbox;		/* (lock) control jobs from the main thread */
+	struct event		*inbox_ev;	/* activated by the main thread, runs on base */
+
+	size_t			 nshards;	/* (main) sandboxes routed here: least-loaded pick */
+};
+
+/*
+ * The process. After setup, workers read cfg, host_addrs and upstream_ctx
+ * (SSL_new on a shared SSL_CTX is thread-safe in OpenSSL 3) and never
+ * write them; certs and audit lock inside. The rest is the main thread's.
+ */
 struct gw {
-	struct event_base	*base;
-	struct evdns_base	*dns;		/* upstream resolver */
+	struct event_base	*base;		/* main thread: control socket, signals, replies */
 	struct gw_config	 cfg;
 	struct gw_addrset	*host_addrs;	/* the upstream netns's own addresses: denied */
-	struct gw_audit		*audit;
-	struct gw_certs		*certs;		/* leaf minting + cache (gw_tls.h) */
+	struct gw_audit		*audit;		/* one writer, locked (gw_audit.c) */
+	struct gw_certs		*certs;		/* leaf minting + cache (gw_tls.h), locked */
 	SSL_CTX			*upstream_ctx;	/* client side, verifying */
-	struct gw_sandboxes	 sandboxes;
-	uint64_t		 conn_seq;
+
+	struct gw_worker	*workers;	/* nworkers, fixed after gw_workers_start */
+	int			 nworkers;
+	TAILQ_HEAD(, gw_shard)	 shards;	/* main: which worker owns which sandbox id */
+	pthread_mutex_t		 done_mtx;
+	TAILQ_HEAD(, gw_job)	 done;		/* (done_mtx) jobs answered by workers */
+	struct event		*done_ev;	/* activated by workers, runs on base */
 };
 
-struct gw_sandbox *gw_sandbox_find(struct gw *, const char *id);
+/* The sandbox id on w (w's thread only). */
+struct gw_sandbox *gw_sandbox_find(struct gw_worker *, const char *id);
+/* Count one refusal of a flood class; the summary line follows within a window. */
+void gw_sandbox_deny(struct gw_sandbox *, enum gw_deny_class);
+/* Write the open window's summaries now (detach, tests). */
+void gw_sandbox_deny_flush(struct gw_sandbox *);
 /* Take one token; 1 if allowed, 0 if the bucket is empty. */
 int gw_bucket_take(struct gw_bucket *, double n);
 void gw_bucket_init(struct gw_bucket *, double rate, double burst);

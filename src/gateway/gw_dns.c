@@ -10,7 +10,8 @@
  * asked for TXT/NULL/anything and its answers never come back.
  *
  * Decisions, in order (docs/security.md "DNS"):
- *   rate limit exceeded                        REFUSED (audited once a second)
+ *   rate limit exceeded                        REFUSED (counted: one deny_summary
+ *                                              line a second, gw_sandbox_deny)
  *   shorter than a header, or QR=1 (a response) dropped, no answer (no loops)
  *   malformed (gw_dns_msg.c parser)            FORMERR, header only
  *   opcode other than QUERY                    NOTIMP
@@ -70,8 +71,6 @@ struct gw_dns {
 	struct gw_bucket		 bucket;
 	TAILQ_HEAD(, gw_dns_query)	 pending;
 	size_t				 npending;
-	uint64_t			 limited;	/* refused since the last audit line */
-	uint64_t			 limited_ms;	/* when that line was written */
 };
 
 /* What one query came to, for the reply and the audit line. */
@@ -314,29 +313,9 @@ gw_dns_shape(const struct dns_msg *m)
 }
 
 /*
- * One audit line for the queries refused by the rate limit since the last
- * one, if a second has passed (or force).
- */
-static void
-gw_dns_limited_flush(struct gw_dns *d, int force)
-{
-	struct gw_dns_verdict	 v = { DNS_R_REFUSED, 0, NULL, NULL };
-	char			 reason[64];
-
-	if (d->limited == 0 || (!force && monotonic_ms() - d->limited_ms < 1000))
-		return;
-	snprintf(reason, sizeof reason, "rate limited (%llu queries refused)",
-	    (unsigned long long)d->limited);
-	v.reason = reason;
-	gw_dns_audit_line(d->sb, NULL, 0, &v);
-	d->limited = 0;
-	d->limited_ms = monotonic_ms();
-}
-
-/*
- * Rate limited: REFUSED, and at most one audit line a second saying how
- * many; the rest of a burst is written by the next query let through (or
- * the detach), so a flood costs the audit log nothing and loses no count.
+ * Rate limited: REFUSED, and counted into the sandbox's deny_summary line
+ * for the second (gw_sandbox_deny), so a flood costs the audit log one
+ * line a second and loses no count.
  */
 static void
 gw_dns_limited(struct gw_dns *d, const uint8_t *buf, size_t len,
@@ -354,8 +333,7 @@ gw_dns_limited(struct gw_dns *d, const uint8_t *buf, size_t len,
 		if (dns_reply_build(out, sizeof out, &rep, NULL) == DNS_HDR_LEN)
 			gw_dns_send(d->sb, out, sizeof out, from, fromlen);
 	}
-	d->limited++;
-	gw_dns_limited_flush(d, 0);
+	gw_sandbox_deny(d->sb, GW_DENY_DNS_RATE);
 }
 
 /* One datagram from the guest. */
@@ -374,7 +352,6 @@ gw_dns_query(struct gw_sandbox *sb, const uint8_t *buf, size_t len,
 		gw_dns_limited(d, buf, len, from, fromlen);
 		return;
 	}
-	gw_dns_limited_flush(d, 0);
 	if (len < DNS_HDR_LEN || (buf[2] & 0x80)) {
 		/* Never answer a response: two gateways would echo forever. */
 		v.reason = len < DNS_HDR_LEN ? "malformed: short" : "not a query";
@@ -468,7 +445,6 @@ gw_dns_detach(struct gw_sandbox *sb)
 
 	if (d == NULL)
 		return;
-	gw_dns_limited_flush(d, 1);
 	while ((qy = TAILQ_FIRST(&d->pending)) != NULL) {
 		TAILQ_REMOVE(&d->pending, qy, entry);
 		gw_resolve_cancel(qy->req);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/thread.h>
 #include <openssl/err.h>
 #include <seccomp.h>
 
@@ -32,6 +33,7 @@
 #include "gateway/gw_server.h"
 #include "gateway/gw_tls.h"
 #include "gateway/gw_resolve.h"
+#include "gateway/gw_worker.h"
 
 /*
  * LeakSanitizer stops the world with ptrace from a cloned helper at exit:
@@ -56,7 +58,7 @@ usage(void)
 	    "usage: airlock-gateway --ctl PATH --audit-dir DIR --ca-cert PEM --ca-key PEM\n"
 	    "           [--upstream-ca PEM] [--resolver IP[:PORT]] [--netns PATH]\n"
 	    "           [--uid UID --gid GID] [--audit-max-bytes N] [--audit-keep N]\n"
-	    "           [--log-json] [--debug]\n");
+	    "           [--threads N] [--log-json] [--debug]\n");
 	exit(2);
 }
 
@@ -157,7 +159,12 @@ gw_seccomp(void)
 		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0) != 0)
 			fatalx("seccomp_rule_add %d failed", denied[i]);
 	}
-	/* clone only for threads (OpenSSL/libevent never fork here). */
+	/*
+	 * clone only for threads: the workers (gw_worker.c), started after
+	 * this filter is loaded so they run under it (no TSYNC needed). glibc
+	 * tries clone3 first, whose flags sit in a struct the filter cannot
+	 * read: ENOSYS makes it fall back to clone, checked here.
+	 */
 	if ((!GW_SANITIZED && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)) != 0) ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0)
@@ -210,6 +217,7 @@ main(int argc, char **argv)
 		{ "gid", required_argument, NULL, 'g' },
 		{ "audit-max-bytes", required_argument, NULL, 'm' },
 		{ "audit-keep", required_argument, NULL, 'k' },
+		{ "threads", required_argument, NULL, 't' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
@@ -239,6 +247,9 @@ main(int argc, char **argv)
 			    4096, (long long)1 << 40);
 			break;
 		case 'k': gw.cfg.audit_keep = (int)gw_opt_num("--audit-keep", optarg, 1, 100); break;
+		case 't':
+			gw.cfg.threads = (int)gw_opt_num("--threads", optarg, 1, GW_THREADS_MAX);
+			break;
 		case 'j': log_set_json(1); break;
 		case 'd': debug = 1; break;
 		default: usage();
@@ -250,7 +261,17 @@ main(int argc, char **argv)
 	if (debug)
 		log_setlevel(LOG_LVL_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
-	TAILQ_INIT(&gw.sandboxes);
+	if (gw.cfg.threads == 0) {
+		/* One event loop per online core: TLS both ways is CPU-bound. */
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		gw.cfg.threads = n < 1 ? 1 : n > GW_THREADS_MAX ? GW_THREADS_MAX : (int)n;
+	}
+	/* Before any base exists: every base gets locks, event_active works across threads. */
+	if (evthread_use_pthreads() == -1)
+		fatalx("evthread_use_pthreads failed");
+	/* jansson seeds its hash once; do it before threads race for it. */
+	json_object_seed(0);
 
 	if (gw.cfg.netns != NULL)
 		gw_enter_netns(gw.cfg.netns);
@@ -258,8 +279,9 @@ main(int argc, char **argv)
 		fatalx("event_base_new failed");
 	if ((gw.host_addrs = gw_addrset_local(&cause)) == NULL)
 		fatalx("%s", cause);
-	if ((gw.dns = gw_resolver_new(gw.base, gw.cfg.resolver, &cause)) == NULL)
-		fatalx("resolver: %s", cause);
+	/* Bases and resolvers (resolv.conf read) now, before the privilege drop. */
+	if (gw_workers_init(&gw, gw.cfg.threads, &cause) == -1)
+		fatalx("workers: %s", cause);
 	gw.upstream_ctx = gw_upstream_ctx(gw.cfg.upstream_ca);
 	if ((gw.certs = gw_certs_new(gw.cfg.ca_cert, gw.cfg.ca_key, &cause)) == NULL)
 		fatalx("leaf issuer: %s", cause);
@@ -273,16 +295,19 @@ main(int argc, char **argv)
 
 	gw_drop_privileges((uid_t)uid, (gid_t)gid);
 	gw_seccomp();
+	if (gw_workers_start(&gw, &cause) == -1)
+		fatalx("workers: %s", cause);
 
 	sigterm = evsignal_new(gw.base, SIGTERM, gw_signal, &gw);
 	sigint = evsignal_new(gw.base, SIGINT, gw_signal, &gw);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
-	log_info("gateway: ready (pid %ld, control %s)", (long)getpid(), gw.cfg.ctl_path);
+	log_info("gateway: ready (pid %ld, control %s, %d worker%s)", (long)getpid(),
+	    gw.cfg.ctl_path, gw.nworkers, gw.nworkers == 1 ? " on the main thread" : "s");
 	event_base_dispatch(gw.base);
 
-	while (!TAILQ_EMPTY(&gw.sandboxes))
-		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
+	/* Every sandbox detached on its worker (summaries flushed), threads joined. */
+	gw_workers_stop(&gw);
 	/* Lookups cancelled by the detaches get their last callback on one more pass. */
 	event_base_loop(gw.base, EVLOOP_NONBLOCK);
 	gw_server_close(&gw);
@@ -291,7 +316,6 @@ main(int argc, char **argv)
 	gw_certs_free(gw.certs);
 	SSL_CTX_free(gw.upstream_ctx);
 	gw_audit_close(gw.audit);
-	evdns_base_free(gw.dns, 1);
 	gw_addrset_free(gw.host_addrs);
 	event_base_free(gw.base);
 	return 0;

@@ -151,7 +151,7 @@ gw_conn_close(struct gw_conn *c, const char *reason)
 	c->rule = NULL;
 	TAILQ_REMOVE(&sb->conns, c, entry);
 	/* Callers up the stack may still look at c->closed. */
-	event_base_once(sb->gw->base, -1, EV_TIMEOUT, gw_conn_free_cb, c, NULL);
+	event_base_once(sb->w->base, -1, EV_TIMEOUT, gw_conn_free_cb, c, NULL);
 }
 
 /*
@@ -242,7 +242,7 @@ gw_conn_finish(struct gw_conn *c, const char *reason)
 	c->t_io = monotonic_ms();
 	if (c->timer != NULL)
 		event_free(c->timer);
-	c->timer = evtimer_new(c->sb->gw->base, gw_finish_timer_cb, c);
+	c->timer = evtimer_new(c->sb->w->base, gw_finish_timer_cb, c);
 	gw_tv(&tv, GW_FLUSH_SECS);
 	evtimer_add(c->timer, &tv);
 	bufferevent_disable(c->in, EV_READ);
@@ -296,7 +296,7 @@ gw_conn_addr_denied(struct gw_conn *c, const struct sockaddr_in *sin, const char
 void
 gw_proxy_accept(struct gw_sandbox *sb, int fd)
 {
-	struct gw *gw = sb->gw;
+	struct gw_worker *w = sb->w;
 	struct gw_conn *c;
 	struct timeval tv;
 	char ip[INET_ADDRSTRLEN];
@@ -305,26 +305,20 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	TAILQ_FOREACH(c, &sb->conns, entry)
 		n++;
 	if (n >= GW_CONNS_MAX || !gw_bucket_take(&sb->accept_bucket, 1)) {
-		struct gw_audit_rec r = { .sandbox = sb->id, .kind = "tcp", .allow = 0,
-		    .reason = n >= GW_CONNS_MAX ? "too many connections" :
-		    "new connections over rate" };
-
 		close(fd);
 		sb->counters.conns++;
 		sb->counters.conns_denied++;
 		/*
-		 * A guest looping on connect must not flood the audit log: one line
-		 * a second, per sandbox (another sandbox's flood hides nothing).
+		 * A guest looping on connect must not flood the audit log, nor
+		 * vanish from it: counted, one summary line a second per reason.
 		 */
-		if (monotonic_ms() - sb->refused_logged_ms >= 1000) {
-			sb->refused_logged_ms = monotonic_ms();
-			gw_audit_log(gw->audit, &r);
-		}
+		gw_sandbox_deny(sb, n >= GW_CONNS_MAX ? GW_DENY_CONN_CAP : GW_DENY_ACCEPT_RATE);
 		return;
 	}
 	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
-	c->id = ++gw->conn_seq;
+	/* Unique in the process: the worker's index in the top bits. */
+	c->id = (uint64_t)w->idx << 56 | ++w->conn_seq;
 	c->t_start = c->t_io = monotonic_ms();
 	c->mode = sb->policy->mode;
 	c->kind = "tcp";
@@ -332,7 +326,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 	sb->counters.conns++;
 	evutil_make_socket_nonblocking(fd);
 	gw_nodelay(fd);
-	if ((c->in = bufferevent_socket_new(gw->base, fd, BEV_OPTS)) == NULL) {
+	if ((c->in = bufferevent_socket_new(w->base, fd, BEV_OPTS)) == NULL) {
 		close(fd);
 		gw_conn_close(c, "bufferevent_socket_new failed");
 		return;
@@ -348,7 +342,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 		gw_conn_deny(c, "network mode none");
 		return;
 	}
-	c->timer = evtimer_new(gw->base, gw_peek_timer_cb, c);
+	c->timer = evtimer_new(w->base, gw_peek_timer_cb, c);
 
 	/* Allowlist, other ports: only L4 rules apply, whatever the bytes. */
 	if (c->mode == GW_MODE_ALLOWLIST && c->dport != 80 && c->dport != 443) {
@@ -485,7 +479,7 @@ gw_intercept(struct gw_conn *c, const struct gw_rule *rule)
 	 * A filter over the socket bufferevent: the ClientHello is already in
 	 * its input buffer (read, not peeked) and OpenSSL reads it from there.
 	 */
-	tls = bufferevent_openssl_filter_new(gw->base, raw, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	tls = bufferevent_openssl_filter_new(c->sb->w->base, raw, ssl, BUFFEREVENT_SSL_ACCEPTING,
 	    BEV_OPTS);
 	if (tls == NULL) {
 		SSL_free(ssl);
@@ -739,7 +733,7 @@ gw_proxy_policy_changed(struct gw_sandbox *sb)
 	if (p->rate.bps > 0) {
 		int fresh = sb->bytes_group == NULL;
 
-		sb->bytes_group = gw_ratelim_group(sb->gw->base, p->rate.bps, sb->bytes_group);
+		sb->bytes_group = gw_ratelim_group(sb->w->base, p->rate.bps, sb->bytes_group);
 		if (fresh && sb->bytes_group != NULL)
 			TAILQ_FOREACH(c, &sb->conns, entry)
 				if (c->state != GW_CONN_PEEK)

@@ -38,8 +38,9 @@
 #define GW_CONNS_MAX		512	/* live connections per sandbox: one guest cannot take every fd */
 /*
  * New connections per sandbox and second (burst): each may cost a TLS
- * handshake and a leaf signature on the one gateway thread, so one guest
- * opening connections in a loop must not starve the others.
+ * handshake and a leaf signature on the worker thread its sandbox shares
+ * with others (gw_worker.c), so one guest opening connections in a loop
+ * must not starve the others.
  */
 #define GW_ACCEPT_RATE		100
 #define GW_ACCEPT_BURST		200

@@ -164,7 +164,7 @@ gw_dial_wrap_tls(struct gw_conn *c)
 		c->dial_error = "SSL_new failed";
 		return -1;
 	}
-	tls = bufferevent_openssl_filter_new(c->sb->gw->base, c->out, ssl,
+	tls = bufferevent_openssl_filter_new(c->sb->w->base, c->out, ssl,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPTS);
 	if (tls == NULL) {
 		SSL_free(ssl);
@@ -228,7 +228,7 @@ gw_dial_event_cb(struct bufferevent *bev, short what, void *arg)
 static void
 gw_dial_next(struct gw_conn *c)
 {
-	struct event_base *base = c->sb->gw->base;
+	struct event_base *base = c->sb->w->base;
 	struct timeval tv;
 
 	while (c->nexta < c->naddrs) {

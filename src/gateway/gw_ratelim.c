@@ -51,7 +51,7 @@ gw_ratelim_get(struct gw_sandbox *sb, const struct gw_rule *rule)
 		rl->refs = 1;	/* the sandbox's, until the next policy */
 		gw_bucket_init(&rl->req, rule->rate.rps, rule->rate.rps);
 		if (rule->rate.bps > 0)
-			rl->bytes = gw_ratelim_group(sb->gw->base, rule->rate.bps, NULL);
+			rl->bytes = gw_ratelim_group(sb->w->base, rule->rate.bps, NULL);
 		sb->rule_limits[i] = rl;
 	}
 	rl->refs++;

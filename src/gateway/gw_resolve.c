@@ -219,7 +219,7 @@ gw_resolve(struct gw_sandbox *sb, const char *name, int want6, gw_resolve_cb cb,
 		return NULL;
 	}
 	req = xcalloc(1, sizeof *req);
-	req->dns = sb->gw->dns;
+	req->dns = sb->w->dns;
 	req->sb = sb;
 	req->cb = cb;
 	req->arg = arg;

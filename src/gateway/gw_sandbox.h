@@ -9,9 +9,10 @@
 /*
  * Take over tcp_fd (listening, in the island) and dns_fd (UDP, in the
  * island) and the policy reference. Replaces an existing attach of the same
- * id. On failure the caller still owns the fds and the policy.
+ * id on the same worker. Runs on w's thread. On failure the caller still
+ * owns the fds and the policy.
  */
-int gw_sandbox_attach(struct gw *, const char *id, const char *project,
+int gw_sandbox_attach(struct gw_worker *, const char *id, const char *project,
     struct gw_policy *, int tcp_fd, int dns_fd, char **cause);
 /* Swap the policy (takes the reference); live connections re-check per request. */
 void gw_sandbox_update(struct gw_sandbox *, struct gw_policy *);

@@ -1,4 +1,9 @@
-/* Control socket server: one JSON request per SEQPACKET message, replies in order. */
+/*
+ * Control socket server (main thread): one JSON request per SEQPACKET
+ * message, replies in order. Operations on sandboxes are handed to the
+ * worker that owns them (gw_worker.h) and answered when it has run them;
+ * the main loop never waits.
+ */
 #include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -18,12 +23,29 @@
 #include "gateway/shared/gw_ctl.h"
 #include "gateway/gw_sandbox.h"
 #include "gateway/gw_server.h"
+#include "gateway/gw_worker.h"
 
+/*
+ * One airlockd connection. Requests run one at a time per client: while
+ * one is with the workers (call != NULL) the client's socket is not read,
+ * so replies leave in request order without queueing them here.
+ */
 struct gw_client {
 	struct gw		*gw;
 	int			 fd;
 	struct event		*ev;
+	struct gw_call		*call;		/* the request in progress, or NULL */
 	LIST_ENTRY(gw_client)	 entry;
+};
+
+/* A request waiting for worker answers (main thread). */
+struct gw_call {
+	struct gw_client	*client;	/* NULL once the client is gone */
+	json_t			*seq;
+	json_t			*reply;		/* merged answers; NULL after a failure */
+	char			*cause;
+	int			 waiting;	/* jobs not answered yet */
+	int			 stats;		/* merge "sandboxes" maps, add rss_kb */
 };
 
 static int		 gw_listen_fd = -1;
@@ -31,10 +53,14 @@ static struct event	*gw_listen_ev;
 static char		*gw_listen_path;
 static LIST_HEAD(, gw_client) gw_clients = LIST_HEAD_INITIALIZER(gw_clients);
 
+static void	gw_client_read(evutil_socket_t, short, void *);
+
 static void
 gw_client_free(struct gw_client *c)
 {
 	LIST_REMOVE(c, entry);
+	if (c->call != NULL)
+		c->call->client = NULL;	/* its answers still come; nobody to tell */
 	event_free(c->ev);
 	close(c->fd);
 	free(c);
@@ -56,26 +82,9 @@ gw_rss_kb(void)
 static json_t *
 gw_op_hello(struct gw *gw)
 {
-	struct gw_sandbox *sb;
-	json_t *ids = json_array();
-
-	TAILQ_FOREACH(sb, &gw->sandboxes, entry)
-		json_array_append_new(ids, json_string(sb->id));
-	return json_pack("{s:i,s:I,s:o}", "version", GW_CTL_VERSION,
-	    "pid", (json_int_t)getpid(), "sandboxes", ids);
-}
-
-static json_t *
-gw_op_stats(struct gw *gw, const char *id)
-{
-	struct gw_sandbox *sb;
-	json_t *all = json_object();
-
-	TAILQ_FOREACH(sb, &gw->sandboxes, entry)
-		if (id == NULL || strcmp(id, sb->id) == 0)
-			json_object_set_new(all, sb->id, gw_sandbox_stats(sb));
-	return json_pack("{s:o,s:I,s:I}", "sandboxes", all, "rss_kb", (json_int_t)gw_rss_kb(),
-	    "attached", (json_int_t)json_object_size(all));
+	return json_pack("{s:i,s:I,s:o,s:i}", "version", GW_CTL_VERSION,
+	    "pid", (json_int_t)getpid(), "sandboxes", gw_shard_ids(gw),
+	    "threads", gw->nworkers);
 }
 
 static int
@@ -85,15 +94,94 @@ gw_valid_id(const char *id)
 	    strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(id);
 }
 
-/* Runs one request; returns the reply body (ok added by the caller) or NULL + cause. */
+/* Send reply (ok added here, seq echoed) and free it. */
+static void
+gw_client_reply(struct gw_client *c, json_t *reply, const char *cause, json_t *seq)
+{
+	char *err = NULL;
+
+	if (reply == NULL)
+		reply = json_pack("{s:b,s:s}", "ok", 0, "error", cause != NULL ? cause : "failed");
+	else
+		json_object_set_new(reply, "ok", json_true());
+	if (seq != NULL)
+		json_object_set(reply, "seq", seq);
+	if (gw_ctl_send(c->fd, reply, NULL, 0, &err) == -1) {
+		log_warnx("gateway: control reply: %s", err);
+		free(err);
+	}
+	json_decref(reply);
+}
+
+static void
+gw_call_finish(struct gw_call *call)
+{
+	struct gw_client *c = call->client;
+
+	if (c != NULL) {
+		if (call->reply != NULL && call->stats) {
+			json_object_set_new(call->reply, "rss_kb", json_integer(gw_rss_kb()));
+			json_object_set_new(call->reply, "attached", json_integer((json_int_t)
+			    json_object_size(json_object_get(call->reply, "sandboxes"))));
+		}
+		if (call->reply == NULL)
+			log_warnx("gateway: control: %s", call->cause);
+		gw_client_reply(c, call->reply, call->cause, call->seq);
+		call->reply = NULL;
+		c->call = NULL;
+		event_add(c->ev, NULL);	/* the next request, if one is queued */
+	}
+	json_decref(call->reply);
+	json_decref(call->seq);
+	free(call->cause);
+	free(call);
+}
+
+/* Main thread: a worker answered one job of a call. */
+static void
+gw_call_job_done(struct gw_job *j)
+{
+	struct gw_call *call = j->arg;
+
+	if (j->result == NULL) {
+		if (call->cause == NULL)
+			call->cause = xstrdup(j->cause != NULL ? j->cause : "failed");
+		json_decref(call->reply);
+		call->reply = NULL;
+	} else if (call->reply != NULL && call->stats)
+		json_object_update(json_object_get(call->reply, "sandboxes"), j->result);
+	if (--call->waiting == 0)
+		gw_call_finish(call);
+}
+
+static struct gw_job *
+gw_call_job(struct gw_call *call, enum gw_job_op op, const char *id, struct gw_worker *w)
+{
+	struct gw_job *j = gw_job_new(op, id);
+
+	j->w = w;
+	j->done = gw_call_job_done;
+	j->arg = call;
+	call->waiting++;
+	return j;
+}
+
+/*
+ * Runs one request: an answer now (returned, or NULL + cause), or jobs
+ * posted to the workers (*call set; the reply leaves when they answer).
+ */
 static json_t *
-gw_dispatch(struct gw_client *c, json_t *req, int *fds, size_t nfds, int *quit, char **cause)
+gw_dispatch(struct gw_client *c, json_t *req, int *fds, size_t nfds, struct gw_call **callp,
+    int *quit, char **cause)
 {
 	struct gw *gw = c->gw;
 	const char *op = json_string_value(json_object_get(req, "op"));
 	const char *id = json_string_value(json_object_get(req, "sandbox"));
-	struct gw_sandbox *sb;
-	struct gw_policy *p;
+	struct gw_shard *s;
+	struct gw_call *call;
+	struct gw_policy *p = NULL;
+	struct gw_job *j;
+	enum gw_job_op jop;
 
 	if (op == NULL) {
 		cause_set(cause, "op: required");
@@ -105,51 +193,65 @@ gw_dispatch(struct gw_client *c, json_t *req, int *fds, size_t nfds, int *quit, 
 	}
 	if (strcmp(op, "hello") == 0)
 		return gw_op_hello(gw);
-	if (strcmp(op, "stats") == 0)
-		return gw_op_stats(gw, id);
 	if (strcmp(op, "shutdown") == 0) {
 		*quit = 1;
 		return json_object();
+	}
+	if (strcmp(op, "stats") == 0) {
+		call = xcalloc(1, sizeof *call);
+		call->stats = 1;
+		call->reply = json_pack("{s:o}", "sandboxes", json_object());
+		if (id != NULL) {
+			if ((s = gw_shard_find(gw, id)) != NULL)
+				gw_job_post(gw, gw_call_job(call, GW_JOB_STATS, id, gw_shard_worker(s)));
+		} else
+			for (int i = 0; i < gw->nworkers; i++)
+				gw_job_post(gw, gw_call_job(call, GW_JOB_STATS, NULL, &gw->workers[i]));
+		*callp = call;
+		return NULL;
 	}
 	if (!gw_valid_id(id)) {
 		cause_set(cause, "sandbox: required, [a-z0-9_-]{1,64}");
 		return NULL;
 	}
-	if (strcmp(op, "detach") == 0) {
-		if ((sb = gw_sandbox_find(gw, id)) == NULL) {
-			cause_set(cause, "sandbox %s is not attached", id);
-			return NULL;
-		}
-		gw_sandbox_detach(sb);
-		return json_object();
-	}
-	if (strcmp(op, "attach") != 0 && strcmp(op, "update") != 0) {
+	if (strcmp(op, "detach") == 0)
+		jop = GW_JOB_DETACH;
+	else if (strcmp(op, "update") == 0)
+		jop = GW_JOB_UPDATE;
+	else if (strcmp(op, "attach") == 0)
+		jop = GW_JOB_ATTACH;
+	else {
 		cause_set(cause, "unknown op %s", op);
 		return NULL;
 	}
-	if ((p = gw_policy_parse(json_object_get(req, "policy"), cause)) == NULL)
+	/* Parsed here, on the main thread; the worker only adopts the result. */
+	if (jop != GW_JOB_DETACH &&
+	    (p = gw_policy_parse(json_object_get(req, "policy"), cause)) == NULL)
 		return NULL;
-	if (strcmp(op, "update") == 0) {
-		if ((sb = gw_sandbox_find(gw, id)) == NULL) {
-			gw_policy_unref(p);
-			cause_set(cause, "sandbox %s is not attached", id);
-			return NULL;
-		}
-		gw_sandbox_update(sb, p);
-		return json_object();
-	}
-	if (nfds != 2) {
+	if (jop == GW_JOB_ATTACH && nfds != 2) {
 		gw_policy_unref(p);
 		cause_set(cause, "attach: needs 2 fds (tcp listener, dns socket), got %zu", nfds);
 		return NULL;
 	}
-	if (gw_sandbox_attach(gw, id, json_string_value(json_object_get(req, "project")), p,
-	    fds[0], fds[1], cause) == -1) {
-		gw_policy_unref(p);
+	s = jop == GW_JOB_ATTACH ? gw_shard_route(gw, id) : gw_shard_find(gw, id);
+	if (s == NULL) {
+		cause_set(cause, "sandbox %s is not attached", id);
 		return NULL;
 	}
-	fds[0] = fds[1] = -1;	/* the sandbox owns them now */
-	return json_object();
+	call = xcalloc(1, sizeof *call);
+	call->reply = json_object();
+	j = gw_call_job(call, jop, id, gw_shard_worker(s));
+	j->shard = s;
+	j->policy = p;
+	if (jop == GW_JOB_ATTACH) {
+		j->project = xstrdup(json_string_value(json_object_get(req, "project")) ?: "");
+		j->fds[0] = fds[0];
+		j->fds[1] = fds[1];
+		fds[0] = fds[1] = -1;	/* the job owns them now */
+	}
+	gw_job_post(gw, j);
+	*callp = call;
+	return NULL;
 }
 
 static void
@@ -159,9 +261,12 @@ gw_client_read(evutil_socket_t fd, short what, void *arg)
 	int fds[GW_CTL_MAX_FDS];
 	size_t nfds = 0;
 	json_t *req = NULL, *reply, *seq;
+	struct gw_call *call = NULL;
 	char *cause = NULL;
 	int rc, quit = 0;
 
+	if (c->call != NULL)
+		return;	/* one request at a time; re-armed when it is answered */
 	rc = gw_ctl_recv(c->fd, &req, fds, &nfds, &cause);
 	if (rc == -1 && cause != NULL && strcmp(cause, "again") == 0) {
 		free(cause);
@@ -173,32 +278,31 @@ gw_client_read(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (rc == -1) {
-		reply = json_pack("{s:b,s:s}", "ok", 0, "error", cause);
+		gw_client_reply(c, NULL, cause, NULL);
 		free(cause);
-		cause = NULL;
-		goto send;
+		return;
 	}
 	seq = json_object_get(req, "seq");
-	reply = gw_dispatch(c, req, fds, nfds, &quit, &cause);
+	reply = gw_dispatch(c, req, fds, nfds, &call, &quit, &cause);
 	for (size_t i = 0; i < nfds; i++)
 		if (fds[i] != -1)
 			close(fds[i]);
-	if (reply == NULL) {
+	if (call != NULL) {
+		/* Answered by the workers: stop reading until then. */
+		call->client = c;
+		call->seq = json_incref(seq);
+		c->call = call;
+		event_del(c->ev);
+		if (call->waiting == 0)
+			gw_call_finish(call);	/* stats of an id nobody serves */
+		json_decref(req);
+		return;
+	}
+	if (reply == NULL)
 		log_warnx("gateway: %s: %s", json_string_value(json_object_get(req, "op")) ?: "?",
 		    cause);
-		reply = json_pack("{s:b,s:s}", "ok", 0, "error", cause);
-		free(cause);
-		cause = NULL;
-	} else
-		json_object_set_new(reply, "ok", json_true());
-	if (seq != NULL)
-		json_object_set(reply, "seq", seq);
-send:
-	if (gw_ctl_send(c->fd, reply, NULL, 0, &cause) == -1) {
-		log_warnx("gateway: control reply: %s", cause);
-		free(cause);
-	}
-	json_decref(reply);
+	gw_client_reply(c, reply, cause, seq);
+	free(cause);
 	json_decref(req);
 	if (quit) {
 		log_info("gateway: shutdown requested");

@@ -13,6 +13,7 @@
  * db.test → 127.0.0.1 (L4 echo on 5432).
  */
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
@@ -33,6 +34,7 @@
 #include <event2/dns.h>
 #include <event2/dns_struct.h>
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <jansson.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -46,6 +48,9 @@
 #include "gateway/gw_proxy.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"
+#include "gateway/gw_worker.h"
+#include "gateway/gw_server.h"
+#include "gateway/shared/gw_ctl.h"
 #include "gateway/gw_tls.h"
 #include "gw_testca.h"
 #include "t.h"
@@ -56,6 +61,7 @@
 
 static struct tca	 ca;
 static struct gw	 gw;
+static struct gw_worker	 w;	/* every sandbox here, on gw.base */
 static char		 audit_dir[64];
 static pid_t		 servers[8];
 static int		 nservers;
@@ -418,12 +424,12 @@ attach(const char *id, const char *ip, int port, const char *dnsip, const char *
 {
 	char *cause = NULL;
 
-	if (gw_sandbox_attach(&gw, id, "p", policy(pol), tcp_listen(ip, port, SOCK_STREAM),
+	if (gw_sandbox_attach(&w, id, "p", policy(pol), tcp_listen(ip, port, SOCK_STREAM),
 	    tcp_listen(dnsip, 53, SOCK_DGRAM), &cause) == -1) {
 		fprintf(stderr, "attach: %s\n", cause);
 		exit(2);
 	}
-	return gw_sandbox_find(&gw, id);
+	return gw_sandbox_find(&w, id);
 }
 
 static void
@@ -587,6 +593,31 @@ audited(const char *a, const char *b, const char *c)
 			found = 1;
 	free(text);
 	return found;
+}
+
+/* The sum of the deny_summary counts for a sandbox (every reason). */
+static uint64_t
+summary_total(const char *id, int *lines)
+{
+	char *text = audit_text(), *line, *save = NULL, needle[96];
+	uint64_t total = 0;
+	json_t *j;
+
+	*lines = 0;
+	snprintf(needle, sizeof needle, "\"sandbox\":\"%s\"", id);
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+		if (strstr(line, "\"event\":\"deny_summary\"") == NULL || strstr(line, needle) == NULL)
+			continue;
+		if ((j = json_loads(line, 0, NULL)) != NULL) {
+			total += (uint64_t)json_integer_value(json_object_get(j, "count"));
+			CHECK(json_integer_value(json_object_get(j, "count")) > 0);
+			CHECK(strcmp(json_string_value(json_object_get(j, "decision")) ?: "", "deny") == 0);
+			json_decref(j);
+			(*lines)++;
+		}
+	}
+	free(text);
+	return total;
 }
 
 /* --- Scenarios ------------------------------------------------------------ */
@@ -908,7 +939,8 @@ g_mode_none(void *arg)
 static void
 test_http_more(struct gw_sandbox *s443, struct gw_sandbox *s80)
 {
-	uint64_t ms = 0, limited = 0;
+	uint64_t ms = 0, limited = 0, denied;
+	int lines;
 
 	as_guest(g_pipeline_halfclose, NULL);
 	as_guest(g_big, &ms);
@@ -939,8 +971,14 @@ test_http_more(struct gw_sandbox *s443, struct gw_sandbox *s80)
 	CHECK(audited("\"status\":429", "\"reason\":\"rate limit\"", "\"sandbox\":\"s80\""));
 
 	update(s80, "{\"mode\":\"allowlist\",\"allow\":[\"api.test\"]," POL_BASE "}");
+	denied = s80->counters.conns_denied;
 	as_guest(g_accept_rate, NULL);
-	CHECK(audited("\"sandbox\":\"s80\"", "new connections over rate", NULL));
+	denied = s80->counters.conns_denied - denied;
+	/* The guest's 2 s pause closed the window: every refusal is in a summary line. */
+	CHECK(denied > 0);
+	CHECK(audited("\"sandbox\":\"s80\"", "\"event\":\"deny_summary\"",
+	    "\"reason\":\"new connections over rate\""));
+	CHECK(summary_total("s80", &lines) == denied && lines >= 1);
 
 	update(s80, "{\"mode\":\"none\"}");
 	as_guest(g_mode_none, NULL);
@@ -1135,6 +1173,193 @@ test_l4(void)
 	gw_sandbox_detach(sb);
 }
 
+/* --- Workers: one sandbox's flood, another's service ---------------------- */
+
+/*
+ * A second gateway in this process, run as airlock-gateway runs it: two
+ * worker threads, the control server on this test's loop (gw.base, also
+ * the main thread's here), attach/stats/detach over the real control
+ * socket. It shares the issuer, the audit writer and the upstream context
+ * with gw: those are the shared objects the threads must not race on.
+ */
+static struct gw	 gwt;
+static char		 ctl_path[96];
+
+/* One control request (blocking, as airlockd does) and its reply. */
+static json_t *
+ctl_call(int fd, json_t *req, const int *fds, size_t nfds)
+{
+	int rfds[GW_CTL_MAX_FDS];
+	size_t nr = 0;
+	json_t *reply = NULL;
+	char *cause = NULL;
+
+	if (gw_ctl_send(fd, req, fds, nfds, &cause) == -1 ||
+	    gw_ctl_recv(fd, &reply, rfds, &nr, &cause) != 1) {
+		fprintf(stderr, "control: %s\n", cause ?: "closed");
+		free(cause);
+		reply = NULL;
+	}
+	json_decref(req);
+	if (reply != NULL && !json_is_true(json_object_get(reply, "ok")))
+		fprintf(stderr, "control: %s\n", json_string_value(json_object_get(reply, "error")));
+	return reply;
+}
+
+static int
+ctl_attach(int fd, const char *id, const char *ip, const char *dnsip)
+{
+	int fds[2] = { tcp_listen(ip, 443, SOCK_STREAM), tcp_listen(dnsip, 53, SOCK_DGRAM) };
+	json_t *pol = json_loads("{\"mode\":\"allowlist\",\"allow\":[\"api.test\"],"
+	    "\"internal\":[\"127.0.0.0/8\"]}", 0, NULL);
+	json_t *r = ctl_call(fd, json_pack("{s:s,s:s,s:s,s:o}", "op", "attach", "sandbox", id,
+	    "project", "p", "policy", pol), fds, 2);
+	int ok = r != NULL && json_is_true(json_object_get(r, "ok"));
+
+	close(fds[0]);	/* the gateway has its own copies */
+	close(fds[1]);
+	json_decref(r);
+	return ok;
+}
+
+/* A sandbox's counter (or worker) from a stats reply. */
+static json_int_t
+ctl_stat(int fd, const char *id, const char *name)
+{
+	json_t *r = ctl_call(fd, json_pack("{s:s,s:s}", "op", "stats", "sandbox", id), NULL, 0);
+	json_int_t v = json_integer_value(json_object_get(json_object_get(
+	    json_object_get(r, "sandboxes"), id), name));
+
+	json_decref(r);
+	return v;
+}
+
+struct flood {
+	volatile int	 stop;
+	int		 connects;
+};
+
+/*
+ * The attacker: connect to its own island listener as fast as it can, the
+ * first 300 held open without a byte (a slowloris of TLS handshakes that
+ * never start), the rest closed at once.
+ */
+static void *
+flooder(void *arg)
+{
+	struct flood *f = arg;
+	int held[300], nheld = 0, fd;
+
+	while (!f->stop) {
+		if ((fd = tcp_connect("127.0.0.7", 443)) == -1)
+			continue;
+		f->connects++;
+		if (nheld < 300)
+			held[nheld++] = fd;
+		else
+			close(fd);
+	}
+	while (nheld > 0)
+		close(held[--nheld]);
+	return NULL;
+}
+
+#define FLOOD_VICTIM_REQS	20
+
+static void
+g_flood(void *arg)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct flood f = { 0 };
+	pthread_t t;
+	json_t *r;
+	int fd, served = 0, lines = 0;
+	json_int_t denied;
+	uint64_t total;
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", ctl_path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
+		CHECK(!"control connect");
+		return;
+	}
+	r = ctl_call(fd, json_pack("{s:s}", "op", "hello"), NULL, 0);
+	CHECK(json_integer_value(json_object_get(r, "threads")) == 2);
+	json_decref(r);
+	CHECK(ctl_attach(fd, "attacker", "127.0.0.7", "127.0.4.2"));
+	CHECK(ctl_attach(fd, "victim", "127.0.0.8", "127.0.5.2"));
+	/* Least-loaded sharding: two sandboxes, two workers. */
+	CHECK(ctl_stat(fd, "attacker", "worker") != ctl_stat(fd, "victim", "worker"));
+
+	pthread_create(&t, NULL, flooder, &f);
+	usleep(300 * 1000);	/* the bucket's burst is gone: refusals from here on */
+	/* Meanwhile the victim is served: full TLS interception and an upstream request each. */
+	for (int i = 0; i < FLOOD_VICTIM_REQS; i++) {
+		struct peer *p = guest_tls_at("127.0.0.8", 443, "api.test");
+
+		if (p != NULL && exchange(p, "GET /v HTTP/1.1\r\nHost: api.test\r\n\r\n", NULL) == 200)
+			served++;
+		if (p != NULL)
+			peer_close(p);
+	}
+	/* Well past the burst, so most of the flood meets the rate limit (5 s at most). */
+	for (int i = 0; i < 50 && f.connects < 3 * GW_ACCEPT_BURST; i++)
+		usleep(100 * 1000);
+	f.stop = 1;
+	pthread_join(t, NULL);
+	fprintf(stderr, "flood: %d connects by the attacker, victim served %d/%d\n", f.connects,
+	    served, FLOOD_VICTIM_REQS);
+	CHECK(served == FLOOD_VICTIM_REQS);
+	CHECK(f.connects > GW_ACCEPT_BURST + GW_ACCEPT_RATE);
+
+	/* Wait out the summary window, then compare the audit with the counters. */
+	usleep((GW_DENY_WINDOW_MS + 300) * 1000);
+	denied = ctl_stat(fd, "attacker", "conns_denied");
+	total = summary_total("attacker", &lines);
+	fprintf(stderr, "flood: attacker conns_denied %lld, deny_summary lines %d, total %llu\n",
+	    (long long)denied, lines, (unsigned long long)total);
+	CHECK(denied > 0);
+	CHECK(total == (uint64_t)denied);	/* every refusal is in the audit log, none twice */
+	CHECK(lines >= 1);
+	CHECK(audited("\"sandbox\":\"attacker\"", "\"event\":\"deny_summary\"",
+	    "\"reason\":\"new connections over rate\""));
+	CHECK(summary_total("victim", &lines) == 0 && lines == 0);
+	CHECK(ctl_stat(fd, "victim", "requests") == FLOOD_VICTIM_REQS);
+
+	json_decref(ctl_call(fd, json_pack("{s:s,s:s}", "op", "detach", "sandbox", "attacker"),
+	    NULL, 0));
+	json_decref(ctl_call(fd, json_pack("{s:s,s:s}", "op", "detach", "sandbox", "victim"),
+	    NULL, 0));
+	r = ctl_call(fd, json_pack("{s:s}", "op", "hello"), NULL, 0);
+	CHECK(json_array_size(json_object_get(r, "sandboxes")) == 0);
+	json_decref(r);
+	close(fd);
+}
+
+static void
+test_flood(void)
+{
+	char *cause = NULL;
+
+	gwt.base = gw.base;
+	gwt.certs = gw.certs;
+	gwt.audit = gw.audit;
+	gwt.upstream_ctx = gw.upstream_ctx;
+	gwt.host_addrs = gw.host_addrs;
+	gwt.cfg.resolver = "127.0.0.53";
+	snprintf(ctl_path, sizeof ctl_path, "%s/ctl.sock", audit_dir);
+	if (gw_workers_init(&gwt, 2, &cause) == -1 || gw_workers_start(&gwt, &cause) == -1 ||
+	    gw_server_listen(&gwt, ctl_path, &cause) == -1) {
+		fprintf(stderr, "workers: %s\n", cause);
+		CHECK(0);
+		return;
+	}
+	as_guest(g_flood, NULL);
+	gw_workers_stop(&gwt);
+	gw_server_close(&gwt);
+	unlink(ctl_path);
+}
+
 int
 main(void)
 {
@@ -1196,13 +1421,15 @@ main(void)
 	server("127.0.0.1", 5432, "echo", NULL, NULL);
 
 	memset(&gw, 0, sizeof(gw));
-	TAILQ_INIT(&gw.sandboxes);
+	/* The flood test runs threaded workers beside this loop: bases need locks. */
+	evthread_use_pthreads();
 	gw.base = event_base_new();
+	gw_worker_init_inline(&w, &gw, gw.base);
 	dnsfd = tcp_listen("127.0.0.53", 53, SOCK_DGRAM);
 	evutil_make_socket_nonblocking(dnsfd);
 	dnsport = evdns_add_server_port_with_base(gw.base, dnsfd, 0, dns_cb, NULL);
 	snprintf(resolver, sizeof(resolver), "127.0.0.53");
-	if ((gw.dns = gw_resolver_new(gw.base, resolver, &cause)) == NULL ||
+	if ((w.dns = gw_resolver_new(gw.base, resolver, &cause)) == NULL ||
 	    (gw.certs = gw_certs_new(ca.int_pem, ca.int_key, &cause)) == NULL ||
 	    (gw.host_addrs = gw_addrset_local(&cause)) == NULL) {
 		fprintf(stderr, "setup: %s\n", cause);
@@ -1233,9 +1460,10 @@ main(void)
 	T_RUN_ARG2(test_http_more, s443, s80);
 	T_RUN(test_full);
 	T_RUN(test_l4);
+	T_RUN(test_flood);
 
-	while (!TAILQ_EMPTY(&gw.sandboxes))
-		gw_sandbox_detach(TAILQ_FIRST(&gw.sandboxes));
+	while (!TAILQ_EMPTY(&w.sandboxes))
+		gw_sandbox_detach(TAILQ_FIRST(&w.sandboxes));
 	for (int i = 0; i < 5; i++)
 		event_base_loop(gw.base, EVLOOP_NONBLOCK);
 	for (int i = 0; i < nservers; i++) {
@@ -1244,7 +1472,7 @@ main(void)
 	}
 	event_free(done_ev);
 	evdns_close_server_port(dnsport);
-	evdns_base_free(gw.dns, 0);
+	evdns_base_free(w.dns, 0);
 	close(dnsfd);
 	gw_certs_free(gw.certs);
 	gw_addrset_free(gw.host_addrs);
