@@ -46,6 +46,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "gateway_internal", "AIRLOCK_GATEWAY_INTERNAL", CFG_STR, OFF(gateway_internal), 0, 0 },
 	{ "gateway_rate_rps", NULL, CFG_INT, OFF(gateway_rate_rps), 0, 1000000 },
 	{ "gateway_rate_bps", NULL, CFG_INT, OFF(gateway_rate_bps), 0, 2000000000 },
+	/* 0: one event loop per online core (the gateway decides). */
+	{ "gateway_threads", "AIRLOCK_GATEWAY_THREADS", CFG_INT, OFF(gateway_threads), 0, 64 },
 	{ "log_debug", "AIRLOCK_DEBUG", CFG_BOOL, OFF(log_debug), 0, 1 },
 	{ "tls", "AIRLOCK_TLS", CFG_STR, OFF(tls), 0, 0 },
 	{ "tls_cert", "AIRLOCK_TLS_CERT", CFG_STR, OFF(tls_cert), 0, 0 },

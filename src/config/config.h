@@ -44,6 +44,7 @@ struct config {
 	char		*gateway_internal;	/* operator exceptions "cidr[:port],..." */
 	int		 gateway_rate_rps;	/* per sandbox default, 0 = unlimited */
 	int		 gateway_rate_bps;
+	int		 gateway_threads;	/* event-loop workers; 0 = online cores */
 	int		 log_debug;
 	/* The API over TLS (docs/operations.md "TLS"): off, ca (minted), file. */
 	char		*tls;

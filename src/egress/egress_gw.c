@@ -176,7 +176,7 @@ egress_call_fd(struct egress_gw *g, json_t *req, const int *fds, size_t nfds, ch
 static int
 egress_spawn(struct egress_gw *g, char **cause)
 {
-	char uid[32], gid[32];
+	char uid[32], gid[32], threads[16];
 	const char *argv[32];
 	int n = 0, logfd;
 	pid_t pid;
@@ -207,6 +207,11 @@ egress_spawn(struct egress_gw *g, char **cause)
 	if (g->cfg.netns != NULL) {
 		argv[n++] = "--netns";
 		argv[n++] = g->cfg.netns;
+	}
+	if (g->cfg.threads > 0) {
+		snprintf(threads, sizeof threads, "%d", g->cfg.threads);
+		argv[n++] = "--threads";
+		argv[n++] = threads;
 	}
 	if (g->cfg.log_json)
 		argv[n++] = "--log-json";

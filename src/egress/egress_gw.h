@@ -36,6 +36,7 @@ struct egress_gw_config {
 	uid_t		 uid;
 	gid_t		 gid;
 	int		 log_json;
+	int		 threads;	/* --threads; 0 = the gateway's default (online cores) */
 };
 
 struct egress_gw;

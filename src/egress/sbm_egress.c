@@ -137,6 +137,7 @@ sbm_egress_gw(struct sbm_egress *e, char **cause)
 	gc.uid = EGRESS_GW_UID;
 	gc.gid = EGRESS_GW_UID;
 	gc.log_json = e->cfg->log_json;
+	gc.threads = e->cfg->gateway_threads;
 	e->ca_checked = time(NULL);
 	e->gw = egress_gw_new(&gc, e->base, sbm_egress_restart_cb, e);
 	if (egress_gw_open(e->gw, &ids, cause) == -1) {
