@@ -180,7 +180,10 @@ def bench(args):
     finally:
         for g in guests:
             g.destroy()
-        shutil.rmtree(scratch, ignore_errors=True)
+        if os.environ.get("KEEP_SCRATCH"):
+            print("scratch kept in %s" % scratch, file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main():
