@@ -35,6 +35,7 @@
 #define GW_FLUSH_SECS		5	/* a last answer to the guest before closing */
 #define GW_BUF_HIGH		(256 * 1024)	/* per direction: stop reading above this */
 #define GW_MAX_ADDRS		8	/* upstream addresses tried per dial */
+#define GW_TOPUP_MAX		(64 * 1024)	/* extra bytes read after libevent's 4 KiB (gw_topup) */
 #define GW_CONNS_MAX		512	/* live connections per sandbox: one guest cannot take every fd */
 /*
  * New connections per sandbox and second (burst): each may cost a TLS
@@ -62,6 +63,12 @@ struct gw_ratelim {
 };
 
 struct gw_http_state;
+
+/* Larger socket reads under a TLS filter (gw_topup_add). */
+struct gw_topup {
+	int	 fd;
+	int	 busy;		/* inside our own commit: do not recurse */
+};
 
 struct gw_conn {
 	struct gw_sandbox	*sb;
@@ -105,6 +112,7 @@ struct gw_conn {
 	int			 in_eof, out_eof;	/* splice: half-closes seen */
 	int			 tls_closing;	/* close_notify sent to the guest */
 	int			 audit_on_close;	/* spliced: log the allow with its bytes at the end */
+	struct gw_topup		 topup_in, topup_out;	/* the raw sockets under TLS filters */
 
 	struct gw_http_state	*http;		/* GW_CONN_HTTP only */
 };
@@ -115,6 +123,12 @@ void gw_tv(struct timeval *, int secs);
 void gw_nodelay(int fd);
 /* Leave any rate-limit group, then free. */
 void gw_bev_free(struct bufferevent *);
+/*
+ * Bulk tuning of a TLS filter tls over the socket bufferevent raw: read up
+ * to GW_TOPUP_MAX more whenever libevent reads raw, larger single reads and
+ * writes.
+ */
+void gw_topup_add(struct gw_topup *, struct bufferevent *raw, struct bufferevent *tls);
 /* The other side of conn from bev. */
 struct bufferevent *gw_other(struct gw_conn *, struct bufferevent *);
 /* A denied range without an operator internal exception for it. */

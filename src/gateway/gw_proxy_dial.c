@@ -171,6 +171,7 @@ gw_dial_wrap_tls(struct gw_conn *c)
 		c->dial_error = "bufferevent_openssl_filter_new failed";
 		return -1;
 	}
+	gw_topup_add(&c->topup_out, c->out, tls);
 	c->out = tls;
 	c->out_wrapped = 1;
 	bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
