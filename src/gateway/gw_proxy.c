@@ -132,7 +132,12 @@ gw_topup_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg
 	ssize_t n, left;
 	int nv;
 
-	if (info->n_added == 0 || t->busy || t->fd == -1)
+	/*
+	 * libevent read min(FIONREAD, 4096): less than that means the socket
+	 * is drained, and a readv would only say EAGAIN (small requests and
+	 * answers pay nothing).
+	 */
+	if (info->n_added < GW_LIBEVENT_MAX_READ || t->busy || t->fd == -1)
 		return;
 	if ((nv = evbuffer_reserve_space(buf, GW_TOPUP_MAX, v, 2)) <= 0)
 		return;

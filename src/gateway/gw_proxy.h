@@ -36,6 +36,7 @@
 #define GW_BUF_HIGH		(256 * 1024)	/* per direction: stop reading above this */
 #define GW_MAX_ADDRS		8	/* upstream addresses tried per dial */
 #define GW_TOPUP_MAX		(64 * 1024)	/* extra bytes read after libevent's 4 KiB (gw_topup) */
+#define GW_LIBEVENT_MAX_READ	4096	/* libevent 2.1's EVBUFFER_MAX_READ: its reads stop there */
 #define GW_CONNS_MAX		512	/* live connections per sandbox: one guest cannot take every fd */
 /*
  * New connections per sandbox and second (burst): each may cost a TLS
