@@ -10,7 +10,10 @@ are attached to it. Each guest downloads BULK/K bytes over HTTPS from the
 same test-internet server at the same time (allowlist mode: TLS terminated,
 the request checked, dialled by name, upstream TLS verified, audit line);
 the figure is all bytes over the wall time of the slowest download, the
-median of --repeat runs (every sample is in the output). The
+median of --repeat runs (every sample is in the output), run interleaved
+(direct, threads=1, threads=N, again) so a loaded host's slow phases hit
+each alike, with the gateway's CPU seconds per GB moved (load changes the
+MB/s much more than that). The
 same K downloads run directly from the gateway's own namespace for the
 "direct" column. Also: one guest's connection flood at its accept-rate
 limit beside K-1 downloading guests (how many refusals the gateway
@@ -47,9 +50,18 @@ def download(ns, cacert, nbytes):
     return int(size), float(secs)
 
 
-def parallel(jobs):
-    """Run (ns, cacert, nbytes) downloads at once: aggregate MB/s over the wall time."""
+def cpu_s(pid):
+    """User + system CPU seconds of a process (all its threads)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def parallel(jobs, gw=None):
+    """Run (ns, cacert, nbytes) downloads at once: aggregate MB/s over the wall time,
+    and with gw the gateway's CPU seconds per GB moved (what load does not change)."""
     results, errors = [None] * len(jobs), []
+    cpu0 = cpu_s(gw.proc.pid) if gw is not None else 0
 
     def one(i, job):
         try:
@@ -66,16 +78,11 @@ def parallel(jobs):
     if errors:
         raise RuntimeError("downloads failed: %s" % errors[:3])
     total = sum(size for size, _ in results)
-    return {"MBps": round(total / wall / 1e6, 1), "wall_s": round(wall, 2),
-            "slowest_s": round(max(s for _, s in results), 2), "bytes": total}
-
-
-def repeated(jobs, n):
-    """parallel() n times: the median run (by MB/s), with every sample."""
-    runs = sorted((parallel(jobs) for _ in range(n)), key=lambda r: r["MBps"])
-    med = dict(runs[len(runs) // 2])
-    med["samples_MBps"] = [r["MBps"] for r in runs]
-    return med
+    out = {"MBps": round(total / wall / 1e6, 1), "wall_s": round(wall, 2),
+           "slowest_s": round(max(s for _, s in results), 2), "bytes": total}
+    if gw is not None:
+        out["gw_cpu_s_per_GB"] = round((cpu_s(gw.proc.pid) - cpu0) / (total / 1e9), 2)
+    return out
 
 
 def flood(ns, seconds):
@@ -134,6 +141,22 @@ class Gateway:
             self.proc.kill()
 
 
+def median_of(runs):
+    runs = sorted(runs, key=lambda r: r["MBps"])
+    med = dict(runs[len(runs) // 2])
+    med["samples_MBps"] = [r["MBps"] for r in runs]
+    if "gw_cpu_s_per_GB" in med:
+        med["gw_cpu_s_per_GB"] = statistics.median(r["gw_cpu_s_per_GB"] for r in runs)
+    return med
+
+
+def attach_all(gw, guests, policy):
+    for g in guests:
+        r = g.attach(gw.ctl, policy)
+        if r.returncode != 0:
+            raise RuntimeError("attach: " + r.stdout + r.stderr)
+
+
 def bench(args):
     tp = tn.paths()
     scratch = tempfile.mkdtemp(prefix="airlock-gwscale-")
@@ -145,49 +168,64 @@ def bench(args):
     kmax = max(args.sandboxes)
     guests = [Standin(TOOL, "gwscale%d" % i) for i in range(kmax + 1)]
     ncpu = os.cpu_count() or 1
+    variants = sorted({1, ncpu})
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "host": os.uname().nodename, "cpus": ncpu, "bulk_bytes": args.bulk,
-           "load_before": os.getloadavg()[0], "direct": {}, "via_gateway": {}, "flood": {}}
+           "repeat": args.repeat, "load_before": os.getloadavg()[0],
+           "direct": {}, "via_gateway": {}, "flood": {}}
+    gws = {}
     try:
         for g in guests:
             g.create()
-        for k in args.sandboxes:
-            out["direct"][str(k)] = repeated([(tn.NS_UP, tp["ca"], args.bulk // k)] * k,
-                                             args.repeat)
-        for threads in sorted({1, ncpu}):
-            gw = Gateway(scratch, threads, gwca, tp)
-            try:
-                for g in guests:
-                    r = g.attach(gw.ctl, policy)
-                    if r.returncode != 0:
-                        raise RuntimeError("attach: " + r.stdout + r.stderr)
-                row = {}
+        for t in variants:
+            gws[t] = Gateway(scratch, t, gwca, tp)
+        # Interleaved (direct, threads=1, threads=N, direct, ...): a loaded
+        # host's slow phases hit every variant alike.
+        runs = {}
+        for _ in range(args.repeat):
+            for k in args.sandboxes:
+                runs.setdefault(("direct", k), []).append(
+                    parallel([(tn.NS_UP, tp["ca"], args.bulk // k)] * k))
+            for t in variants:
+                attach_all(gws[t], guests, policy)
                 for k in args.sandboxes:
-                    row[str(k)] = repeated([(g.ns, gwca["root"], args.bulk // k)
-                                            for g in guests[:k]], args.repeat)
-                    row[str(k)]["ratio_vs_direct"] = round(
-                        row[str(k)]["MBps"] / out["direct"][str(k)]["MBps"], 2)
-                out["via_gateway"]["threads=%d" % threads] = row
-                # One attacker (the extra guest) floods while up to 4 others download.
-                k = min(4, kmax)
-                attacker = guests[kmax]
-                p = flood(attacker.ns, args.flood_s)
-                moved = parallel([(g.ns, gwca["root"], args.bulk // k) for g in guests[:k]])
-                connects = int(p.communicate(timeout=args.flood_s + 60)[0].strip() or 0)
-                time.sleep(1.5)     # the summary window closes
-                denied = gw.stats()["sandboxes"][attacker.name]["conns_denied"]
-                total, lines = gw.summaries(attacker.name)
-                out["flood"]["threads=%d" % threads] = {
-                    "attacker_connects": connects, "attacker_conns_denied": denied,
-                    "deny_summary_lines": lines, "deny_summary_total": total,
-                    "others_downloading": k, "others_MBps": moved["MBps"]}
+                    runs.setdefault((t, k), []).append(
+                        parallel([(g.ns, gwca["root"], args.bulk // k) for g in guests[:k]],
+                                 gws[t]))
                 for g in guests:
-                    g.detach(gw.ctl)
-            finally:
-                gw.stop()
+                    g.detach(gws[t].ctl)
+        for k in args.sandboxes:
+            out["direct"][str(k)] = median_of(runs[("direct", k)])
+        for t in variants:
+            row = {}
+            for k in args.sandboxes:
+                row[str(k)] = median_of(runs[(t, k)])
+                row[str(k)]["ratio_vs_direct"] = round(
+                    row[str(k)]["MBps"] / out["direct"][str(k)]["MBps"], 2)
+            out["via_gateway"]["threads=%d" % t] = row
+        for t in variants:
+            # One attacker (the extra guest) floods while up to 4 others download.
+            gw = gws[t]
+            attach_all(gw, guests, policy)
+            k = min(4, kmax)
+            attacker = guests[kmax]
+            p = flood(attacker.ns, args.flood_s)
+            moved = parallel([(g.ns, gwca["root"], args.bulk // k) for g in guests[:k]])
+            connects = int(p.communicate(timeout=args.flood_s + 60)[0].strip() or 0)
+            time.sleep(1.5)     # the summary window closes
+            denied = gw.stats()["sandboxes"][attacker.name]["conns_denied"]
+            total, lines = gw.summaries(attacker.name)
+            out["flood"]["threads=%d" % t] = {
+                "attacker_connects": connects, "attacker_conns_denied": denied,
+                "deny_summary_lines": lines, "deny_summary_total": total,
+                "others_downloading": k, "others_MBps": moved["MBps"]}
+            for g in guests:
+                g.detach(gw.ctl)
         out["load_after"] = os.getloadavg()[0]
         print(json.dumps(out, indent=1))
     finally:
+        for gw in gws.values():
+            gw.stop()
         for g in guests:
             g.destroy()
         if os.environ.get("KEEP_SCRATCH"):
