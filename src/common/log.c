@@ -38,6 +38,8 @@ log_json_write(const char *level, const char *msg)
 	const char *p;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
+	/* One line from several stdio calls: threads (the gateway's workers) must not interleave. */
+	flockfile(stderr);
 	fprintf(stderr, "{\"ts\":%lld.%03ld,\"level\":\"%s\",\"prog\":\"%s\",\"msg\":\"",
 	    (long long)ts.tv_sec, ts.tv_nsec / 1000000, level, log_progname);
 	for (p = msg; *p != '\0'; p++) {
@@ -50,6 +52,7 @@ log_json_write(const char *level, const char *msg)
 			fputc(c, stderr);
 	}
 	fputs("\"}\n", stderr);
+	funlockfile(stderr);
 }
 
 enum log_level
