@@ -368,3 +368,73 @@ monotonic_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), or 0. */
+static size_t
+utf8_seq(const unsigned char *s, size_t len)
+{
+	size_t n, i;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (len < n)
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, UTF-16 surrogates and code points past U+10FFFF. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+char *
+utf8_escape(const char *str, size_t len, size_t max)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0, o = 0, n, cap = len * 4 + 1;
+	char *out;
+
+	if (max > 0 && cap > max + 1)
+		cap = max + 1;
+	out = xmalloc(cap);
+	while (i < len) {
+		char esc[5];
+		const char *piece;
+		size_t plen;
+
+		n = utf8_seq(s + i, len - i);
+		if (n == 1 && (s[i] == '\\')) {
+			piece = "\\\\";
+			plen = 2;
+		} else if (n == 0 || (n == 1 && ((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') ||
+		    s[i] == 0x7f))) {
+			snprintf(esc, sizeof(esc), "\\x%02x", s[i]);
+			piece = esc;
+			plen = 4;
+			n = 1;
+		} else {
+			piece = (const char *)s + i;
+			plen = n;
+		}
+		if (o + plen >= cap)
+			break;
+		memcpy(out + o, piece, plen);
+		o += plen;
+		i += n;
+	}
+	out[o] = '\0';
+	return out;
+}

@@ -36,6 +36,14 @@ void sha256_hex(const void *data, size_t len, char out[65]);
 /* len random lowercase alphanumerics (out holds len+1), uniform, from getrandom(). */
 void random_id(char *out, size_t len);
 int sha256_file_hex(const char *path, char out[65], char **cause);
+/*
+ * Bytes from an untrusted source (a guest's console, an agent's error text)
+ * as valid UTF-8 fit for JSON and logs: well-formed UTF-8 is kept; every
+ * other byte, controls other than \n and \t, and DEL become \xNN; a
+ * backslash becomes \\, so the result reads back unambiguously. At most
+ * max output bytes (0: no limit), never cutting an escape or a character.
+ */
+char *utf8_escape(const char *s, size_t len, size_t max);
 /* Milliseconds on CLOCK_MONOTONIC: deadlines, token buckets, expiries. */
 uint64_t monotonic_ms(void);
 

@@ -86,6 +86,31 @@ test_sha(void)
 	CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+static void
+test_utf8_escape(void)
+{
+	char *e;
+
+	e = utf8_escape("ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n\tend", 19, 0);
+	CHECK_STR(e, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n\tend");
+	free(e);
+	/* Invalid bytes, overlong NUL, a surrogate, past U+10FFFF, a cut sequence. */
+	e = utf8_escape("\xff\xfe\xc0\x80\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82", 13, 0);
+	CHECK_STR(e, "\\xff\\xfe\\xc0\\x80\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80\\xe2\\x82");
+	free(e);
+	/* Controls (an ANSI escape, a NUL inside the length, CR, DEL) and the backslash. */
+	e = utf8_escape("\x1b[31mred\0\r\x7f a\\b", 15, 0);
+	CHECK_STR(e, "\\x1b[31mred\\x00\\x0d\\x7f a\\\\b");
+	free(e);
+	/* The cap never cuts an escape or a character. */
+	e = utf8_escape("ab\xff" "cd", 5, 4);
+	CHECK_STR(e, "ab");
+	free(e);
+	e = utf8_escape("a\xc3\xa9", 3, 2);
+	CHECK_STR(e, "a");
+	free(e);
+}
+
 int
 main(void)
 {
@@ -94,5 +119,6 @@ main(void)
 	T_RUN(test_names);
 	T_RUN(test_spawn);
 	T_RUN(test_sha);
+	T_RUN(test_utf8_escape);
 	return t_done();
 }
