@@ -400,6 +400,20 @@ utf8_seq(const unsigned char *s, size_t len)
 	return n;
 }
 
+int
+utf8_valid(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0, n;
+
+	while (i < len) {
+		if ((n = utf8_seq(s + i, len - i)) == 0 || (n == 1 && s[i] == 0))
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
 char *
 utf8_escape(const char *str, size_t len, size_t max)
 {

@@ -44,6 +44,8 @@ int sha256_file_hex(const char *path, char out[65], char **cause);
  * max output bytes (0: no limit), never cutting an escape or a character.
  */
 char *utf8_escape(const char *s, size_t len, size_t max);
+/* 1 when s[0..len) is well-formed UTF-8 (what jansson accepts), else 0. */
+int utf8_valid(const char *s, size_t len);
 /* Milliseconds on CLOCK_MONOTONIC: deadlines, token buckets, expiries. */
 uint64_t monotonic_ms(void);
 

@@ -109,6 +109,10 @@ test_utf8_escape(void)
 	e = utf8_escape("a\xc3\xa9", 3, 2);
 	CHECK_STR(e, "a");
 	free(e);
+	CHECK(utf8_valid("ok \xc3\xa9 \x1b[0m", 10));
+	CHECK(!utf8_valid("ab\xff", 3));
+	CHECK(!utf8_valid("\xed\xa0\x80", 3));
+	CHECK(!utf8_valid("a\0b", 3));
 }
 
 int
