@@ -66,6 +66,8 @@ struct vm {
 	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
 	char			*vm_qmp_err;		/* why QMP never came up */
 	uint64_t		 vm_io_err_ms;		/* last BLOCK_IO_ERROR logged */
+	vm_status_cb		 vm_status_cb;		/* vm_query_status in flight */
+	void			*vm_status_arg;
 
 	vm_event_cb		 vm_evcb;
 	void			*vm_arg;
@@ -586,11 +588,16 @@ vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
 		vm_io_error(vm, data);
 		return;
 	}
-	if (strcmp(event, "SHUTDOWN") != 0)
+	/* Only with a pvpanic device; without one a panic is a guest-reset SHUTDOWN. */
+	if (strcmp(event, "GUEST_PANICKED") == 0)
+		r = json_string("guest-panicked");
+	else if (strcmp(event, "SHUTDOWN") == 0)
+		r = json_incref(json_object_get(data, "reason"));
+	else
 		return;
-	r = json_object_get(data, "reason");
 	free(vm->vm_guest_stop);
 	vm->vm_guest_stop = xstrdup(json_is_string(r) ? json_string_value(r) : "shutdown");
+	json_decref(r);
 	/* host-qmp-quit is ours; everything else came from the guest. */
 	if (strncmp(vm->vm_guest_stop, "host-", 5) == 0)
 		return;
@@ -598,6 +605,41 @@ vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
 	e.type = VM_EVENT_GUEST_STOPPED;
 	e.reason = vm->vm_guest_stop;
 	vm_emit(vm, &e);
+}
+
+static void
+vm_status_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+	vm_status_cb cb = vm->vm_status_cb;
+	const char *st = json_string_value(json_object_get(ret, "status"));
+
+	vm->vm_status_cb = NULL;
+	if (cb == NULL)
+		return;
+	if (error == NULL && st == NULL)
+		error = "query-status: no status in the answer";
+	vm->vm_depth++;
+	cb(vm, error == NULL ? st : NULL, error, vm->vm_status_arg);
+	vm->vm_depth--;
+}
+
+int
+vm_query_status(struct vm *vm, int timeout_ms, vm_status_cb cb, void *arg, char **cause)
+{
+	if (vm->vm_status_cb != NULL) {
+		cause_set(cause, "vm %s: a status query is already in flight", vm->vm_name);
+		return -1;
+	}
+	if (vm->vm_qmp == NULL || qmp_command(vm->vm_qmp, "query-status", NULL, timeout_ms,
+	    vm_status_reply, vm, cause) == -1) {
+		if (vm->vm_qmp == NULL)
+			cause_set(cause, "vm %s: QMP not connected", vm->vm_name);
+		return -1;
+	}
+	vm->vm_status_cb = cb;
+	vm->vm_status_arg = arg;
+	return 0;
 }
 
 static void

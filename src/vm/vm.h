@@ -39,7 +39,8 @@ enum vm_state { VM_STARTING, VM_RUNNING, VM_PAUSED, VM_STOPPING, VM_EXITED };
 
 enum vm_event_type {
 	VM_EVENT_CONSOLE,	/* line, line_len: one console line (if console_events) */
-	VM_EVENT_GUEST_STOPPED,	/* reason: guest powered off, reset or panicked */
+	VM_EVENT_GUEST_STOPPED,	/* reason: guest powered off, reset or panicked (QMP SHUTDOWN,
+				   GUEST_PANICKED with a pvpanic device) */
 	VM_EVENT_EXITED,	/* the VMM is gone and its resources are released */
 };
 
@@ -133,6 +134,15 @@ int vm_resume(struct vm *vm, vm_done_cb done, char **cause);
  * Needs guest RAM in its own file (booted, or restored VM_RESTORE_OWN).
  */
 int vm_snapshot(struct vm *vm, const char *id, int then_exit, vm_done_cb done, char **cause);
+
+/*
+ * QEMU's run state ("running", "paused", "guest-panicked", "io-error",
+ * "internal-error", "shutdown", ...) outside any operation, for health
+ * checks: the VMM answers even when the guest is wedged. One at a time;
+ * cb runs once with status or error, never after vm_free.
+ */
+typedef void (*vm_status_cb)(struct vm *, const char *status, const char *error, void *arg);
+int vm_query_status(struct vm *vm, int timeout_ms, vm_status_cb cb, void *arg, char **cause);
 
 /* Ask the guest to power off (ACPI), after grace_ms quit QEMU, then kill. */
 int vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause);
