@@ -9,7 +9,7 @@
 #include "common/util.h"
 #include "http/http_server.h"
 
-enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ACCEL };
+enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ACCEL, CFG_ON_UNHEALTHY };
 
 struct cfg_entry {
 	const char	*key;
@@ -38,6 +38,11 @@ static const struct cfg_entry cfg_table[] = {
 	{ "http_conns_per_addr", "AIRLOCK_HTTP_CONNS_PER_ADDR", CFG_INT, OFF(http_conns_per_addr),
 	  0, 262144 },
 	{ "log_json", "AIRLOCK_LOG_JSON", CFG_BOOL, OFF(log_json), 0, 1 },
+	{ "health_interval_s", "AIRLOCK_HEALTH_INTERVAL_S", CFG_INT, OFF(health_interval_s), 0, 3600 },
+	{ "health_timeout_s", "AIRLOCK_HEALTH_TIMEOUT_S", CFG_INT, OFF(health_timeout_s), 1, 600 },
+	{ "unhealthy_grace_s", "AIRLOCK_UNHEALTHY_GRACE_S", CFG_INT, OFF(unhealthy_grace_s), 1,
+	  86400 },
+	{ "on_unhealthy", "AIRLOCK_ON_UNHEALTHY", CFG_ON_UNHEALTHY, OFF(on_unhealthy), 0, 0 },
 	{ "gateway_bin", "AIRLOCK_GATEWAY_BIN", CFG_STR, OFF(gateway_bin), 0, 0 },
 	{ "gateway_resolver", "AIRLOCK_GATEWAY_RESOLVER", CFG_STR, OFF(gateway_resolver), 0, 0 },
 	{ "gateway_upstream_ca", "AIRLOCK_GATEWAY_UPSTREAM_CA", CFG_STR, OFF(gateway_upstream_ca),
@@ -75,6 +80,10 @@ config_defaults(struct config *c)
 	c->max_sandboxes = 256;
 	c->http_conns_max = HTTP_CONNS_MAX;
 	c->http_conns_per_addr = HTTP_CONNS_PER_ADDR;
+	c->health_interval_s = 10;
+	c->health_timeout_s = 5;
+	c->unhealthy_grace_s = 60;
+	c->on_unhealthy = CONFIG_UNHEALTHY_FAIL;
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;
 	c->tls = xstrdup("off");
@@ -130,6 +139,16 @@ config_set(struct config *c, const char *key, const char *value, char **cause)
 			c->default_idle_timeout_s = v;
 		else
 			*(int *)((char *)c + e->off) = (int)v;
+		return 0;
+	case CFG_ON_UNHEALTHY:
+		if (strcmp(value, "fail") == 0)
+			c->on_unhealthy = CONFIG_UNHEALTHY_FAIL;
+		else if (strcmp(value, "restart") == 0)
+			c->on_unhealthy = CONFIG_UNHEALTHY_RESTART;
+		else {
+			cause_set(cause, "%s: \"%s\" must be fail or restart", key, value);
+			return -1;
+		}
 		return 0;
 	case CFG_ACCEL:
 		if (accel_parse(value, &c->accel) == -1) {

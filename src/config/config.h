@@ -20,6 +20,9 @@
 #define AIRLOCKD_FDS_PER_SANDBOX	32
 #define AIRLOCKD_FDS_BASE		256
 
+/* What happens to a sandbox whose guest agent stayed unhealthy for unhealthy_grace_s. */
+enum config_on_unhealthy { CONFIG_UNHEALTHY_FAIL, CONFIG_UNHEALTHY_RESTART };
+
 struct config {
 	char		*listen_host;
 	int		 listen_port;
@@ -36,6 +39,11 @@ struct config {
 	int		 http_conns_max;	/* API connections (docs/security.md) */
 	int		 http_conns_per_addr;	/* per client IPv4 / IPv6 /64; 0: no cap */
 	int		 log_json;		/* structured JSON logs */
+	/* Health of running sandboxes (docs/architecture.md "Health"). */
+	int		 health_interval_s;	/* probe period per sandbox; 0: no probes */
+	int		 health_timeout_s;	/* an agent ping unanswered this long: unhealthy */
+	int		 unhealthy_grace_s;	/* unhealthy this long: on_unhealthy */
+	enum config_on_unhealthy on_unhealthy;
 	/* Egress gateway (docs/operations.md "Egress"). */
 	char		*gateway_bin;		/* default: beside airlockd */
 	char		*gateway_resolver;	/* upstream DNS "IP[:port]"; default resolv.conf */
