@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "api/api_events.h"
 #include "api/metrics.h"
+#include "common/json_time.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -115,8 +116,9 @@ api_error(struct api_call *c, int status, const char *code, const char *fmt, ...
 		log_warnx("api %s %s: %d %s", http_req_method(c->req), http_req_path(c->req), status,
 		    msg ? msg : "");
 	metrics_count_error(c->api->metrics, status);
-	http_reply_json(c->req, status, json_pack("{s:{s:s,s:s}}", "error", "code", code,
-	    "message", msg ? msg : code));
+	/* Messages may quote a guest (an agent's refusal): json_text keeps them valid JSON. */
+	http_reply_json(c->req, status, json_pack("{s:{s:s,s:o}}", "error", "code", code,
+	    "message", json_text(msg ? msg : code)));
 	free(msg);
 	api_call_done(c);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/api_stream.h"
+#include "common/json_time.h"
 #include "common/util.h"
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
@@ -111,7 +112,7 @@ stream_end(const char *error, void *arg)
 
 	st->req = NULL;
 	if (error != NULL)
-		http_sse_event(st->call->req, "error", json_pack("{s:s}", "message", error));
+		http_sse_event(st->call->req, "error", json_pack("{s:o}", "message", json_text(error)));
 	http_reply_end(st->call->req);
 	api_call_done(st->call);
 	stream_free(st);
