@@ -56,7 +56,19 @@ schemas = {
       "updated_at": {"type": "string", "format": "date-time"},
       "expires_at": {"type": "string", "format": "date-time", "nullable": True},
       "last_active_at": {"type": "string", "format": "date-time"},
-      "error": {"type": "string", "nullable": True}}},
+      "health": {"allOf": [ref("Health")], "nullable": True,
+          "description": "a condition of state running; null in every other state"},
+      "error": {"type": "string", "nullable": True, "description": "the last failure; for a "
+          "guest that died (panic, poweroff, halt, agent unhealthy past the grace) the cause, then "
+          "'; console tail:\\n' and the last 4 KiB of its serial console, bytes that are not UTF-8 "
+          "and control characters written as \\xNN, a backslash as \\\\"}}},
+  "Health": {"type": "object", "description": "the guest agent as airlockd's probes see it: "
+      "unhealthy while it does not answer; after unhealthy_grace_s the sandbox is failed or "
+      "restarted from its snapshot (on_unhealthy)", "properties": {
+      "status": {"type": "string", "enum": ["healthy", "unhealthy"]},
+      "reason": {"type": "string", "nullable": True, "description": "why it is unhealthy "
+          "(e.g. the guest agent did not answer a channel ping within 5 s); null when healthy"},
+      "since": {"type": "string", "format": "date-time", "description": "when this status began"}}},
   "PatchSandbox": {"type": "object", "additionalProperties": False, "properties": {
       "timeout_s": {"type": "integer"}, "idle_timeout_s": {"type": "integer"},
       "auto_pause": {"type": "boolean"}, "metadata": strmap, "network": ref("Network")}},
@@ -162,6 +174,13 @@ paths = {
     "get": op("Get a secret's metadata", ok(200, ref("Secret")), [namep] + scopeq),
     "delete": op("Delete a secret", ok(204), [namep] + scopeq)},
 }
+# Every call that needs the guest agent answers 503 while it is unhealthy or not connected.
+unavailable = {"description": "the guest agent is unhealthy (the message gives the reason) or not "
+               "connected", "content": {"application/json": {"schema": ref("Error")}}}
+for p, ops in paths.items():
+    if p.startswith(sb + "/exec") or p.startswith(sb + "/files") or p.startswith(sb + "/processes"):
+        for o in ops.values():
+            o["responses"]["503"] = unavailable
 doc = {"openapi": "3.0.3", "info": {"title": "airlock", "version": "1",
        "description": "Self-hosted microVM sandboxes. See docs/api.md."},
        "servers": [{"url": "http://127.0.0.1:7070"}],

@@ -107,7 +107,10 @@ running_sandbox(struct api_call *c)
 	struct sandbox *sb = api_sandbox(c, "running");
 
 	if (sb != NULL && sb_agent(sb) == NULL) {
-		api_error(c, 503, "unavailable", "the guest agent of %s is not connected", sb_id(sb));
+		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
+
+		api_error(c, 503, "unavailable", "%s", why);
+		free(why);
 		return NULL;
 	}
 	if (sb != NULL)

@@ -80,6 +80,9 @@ api_system_metrics(struct api_call *c)
 	for (i = 0; states[i] != NULL; i++)
 		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n", states[i],
 		    sbm_count(c->api->sbm, states[i]));
+	/* A condition of running sandboxes (their count above includes these). */
+	evbuffer_add_printf(out, "# TYPE airlock_sandboxes_unhealthy gauge\n"
+	    "airlock_sandboxes_unhealthy %d\n", sbm_count_unhealthy(c->api->sbm));
 	gateway_metrics(c->api->sbm, out);
 	disk_metrics(c->api->cfg, out);
 	len = evbuffer_get_length(out);

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "link/envd_client.h"
 #include "sandbox/sbm_disk.h"
 #include "sandbox/sbm.h"
+#include "sandbox/sbm_health.h"
 #include "sandbox/sbm_recover.h"
 #include "images/stor_sandbox.h"
 #include "images/stor_snapshot.h"
@@ -67,6 +69,18 @@ struct sandbox {
 	int			 boot_slot;	/* holds one of the manager's boot slots */
 	int			 boot_waiting;	/* queued in boot_wait */
 	uid_t			 adopt_uid;	/* SB_OP_ADOPT: the jail uid its claim names */
+	/*
+	 * Health is a condition of a running sandbox, not a lifecycle state:
+	 * the watcher's verdicts change it, only SB_OP_RECOVER (queued like any
+	 * operation) acts on it. Not persisted: it is an observation of the
+	 * live guest, made again after a restart (adoption checks /health).
+	 */
+	struct sbm_health	*hl;
+	enum sb_health		 hl_status;
+	char			*hl_reason;	/* why unhealthy (valid UTF-8) */
+	int64_t			 hl_since;	/* unix ms the status began */
+	int			 hl_dead;	/* the VMM says the guest is gone */
+	int			 hl_acting;	/* SB_OP_RECOVER queued */
 	TAILQ_ENTRY(sandbox)	 entry;
 	TAILQ_ENTRY(sandbox)	 wait_entry;
 };
@@ -98,6 +112,7 @@ static void sb_release(struct sandbox *sb);
 static size_t sb_console_max(const struct sandbox *sb);
 static void sb_boot_slot_release(struct sandbox *sb);
 static void sb_remove_snapshot(struct sandbox *sb);
+static void sb_health_verdict(void *arg, enum sbm_verdict v, const char *reason);
 
 /* --- small helpers ----------------------------------------------------- */
 
@@ -126,6 +141,10 @@ sb_free(struct sandbox *sb)
 {
 	if (sb->deadline != NULL)
 		event_free(sb->deadline);
+	/* After the agent client: a PING in flight names the watcher. */
+	agent_client_free(sb->agent);
+	sbm_health_free(sb->hl);
+	free(sb->hl_reason);
 	store_sandbox_clear(&sb->rec);
 	free(sb->console);
 	free(sb);
@@ -138,12 +157,39 @@ sb_unref(struct sandbox *sb)
 		sb_free(sb);
 }
 
+const char *
+sb_health_name(enum sb_health h)
+{
+	return h == SB_UNHEALTHY ? "unhealthy" : "healthy";
+}
+
+/* An unhealthy agent gets no new requests: they would hang until their own timeouts. */
 struct agent_client *
 sb_agent(struct sandbox *sb)
 {
-	if (sb->gone || strcmp(sb->rec.state, "running") != 0 || !sb->agent_up)
+	if (sb->gone || strcmp(sb->rec.state, "running") != 0 || !sb->agent_up ||
+	    sb->hl_status == SB_UNHEALTHY)
 		return NULL;
 	return sb->agent;
+}
+
+char *
+sb_agent_error(const struct sandbox *sb)
+{
+	char *msg;
+
+	if (sb->hl_status == SB_UNHEALTHY)
+		xasprintf(&msg, "the guest agent of %s is unhealthy: %s", sb->rec.id,
+		    sb->hl_reason ? sb->hl_reason : "no answer");
+	else
+		xasprintf(&msg, "the guest agent of %s is not connected", sb->rec.id);
+	return msg;
+}
+
+enum sb_health
+sb_health(const struct sandbox *sb)
+{
+	return sb->hl_status;
 }
 
 void
@@ -207,19 +253,31 @@ sb_event(struct sandbox *sb, const char *type, json_t *data)
 		json_decref(data);
 }
 
+static void sb_health_reset(struct sandbox *sb);
+
 static void
 sb_set_state(struct sandbox *sb, const char *state, const char *error)
 {
 	const char *prev = sb->rec.state;
 	json_t *data = json_pack("{s:s,s:s}", "from", prev, "to", state);
 
-	log_info("sandbox %s: %s -> %s%s%s", sb->rec.id, prev, state, error ? ": " : "",
-	    error ? error : "");
-	snprintf(sb->rec.state, sizeof(sb->rec.state), "%s", state);
+	/*
+	 * Errors quote guest output (console, agent answers): made valid UTF-8
+	 * here, so no JSON answer or event built from them can fail. Text that
+	 * already is (an escaped console tail) stays as it is.
+	 */
 	free(sb->rec.error);
-	sb->rec.error = error ? xstrdup(error) : NULL;
-	if (error != NULL)
-		json_object_set_new(data, "error", json_string(error));
+	sb->rec.error = error == NULL ? NULL : utf8_valid(error, strlen(error)) ? xstrdup(error) :
+	    utf8_escape(error, strlen(error), 0);
+	log_info("sandbox %s: %s -> %s%s%s", sb->rec.id, prev, state, error ? ": " : "",
+	    error ? sb->rec.error : "");
+	snprintf(sb->rec.state, sizeof(sb->rec.state), "%s", state);
+	if (sb->rec.error != NULL)
+		json_object_set_new(data, "error", json_string(sb->rec.error));
+	/* Probes run only while the guest should answer. */
+	sb_health_reset(sb);
+	if (strcmp(state, "running") == 0 && sb->agent != NULL && sb->vm != NULL)
+		sbm_health_arm(sb->hl, sb->agent, sb->vm);
 	sb_save(sb);
 	sb_event(sb, state, data);
 }
@@ -255,14 +313,25 @@ sb_disk_mb(struct sandbox *sb)
 	return sb->disk_mb;
 }
 
+/* {status, reason, since} of a running sandbox, else null. */
+static json_t *
+sb_health_json(const struct sandbox *sb)
+{
+	if (strcmp(sb->rec.state, "running") != 0)
+		return json_null();
+	return json_pack("{s:s,s:s?,s:o}", "status", sb_health_name(sb->hl_status),
+	    "reason", sb->hl_reason, "since", json_time_ms(sb->hl_since));
+}
+
 json_t *
 sb_json(struct sandbox *sb)
 {
 	const struct store_sandbox *r = &sb->rec;
 	unsigned disk_mb = sb_disk_mb(sb);
 
-	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:o,s:O,s:O,s:O,s:I,s:I,s:b,s:o,s:o,s:o,s:o,s:s?}",
-	    "id", r->id, "state", r->state, "template", r->template_name, "vcpus", (int)r->vcpus,
+	return json_pack("{s:s,s:s,s:o,s:s,s:i,s:i,s:o,s:O,s:O,s:O,s:I,s:I,s:b,s:o,s:o,s:o,s:o,s:s?}",
+	    "id", r->id, "state", r->state, "health", sb_health_json(sb),
+	    "template", r->template_name, "vcpus", (int)r->vcpus,
 	    "memory_mb", (int)r->memory_mb,
 	    "disk_mb", disk_mb != 0 ? json_integer(disk_mb) : json_null(),
 	    "env", r->env, "metadata", r->metadata,
@@ -350,6 +419,7 @@ sb_release(struct sandbox *sb)
 {
 	char *cause = NULL;
 
+	sb_health_reset(sb);
 	if (sb->init_req != NULL) {
 		envd_req_cancel(sb->init_req);
 		sb->init_req = NULL;
@@ -420,8 +490,12 @@ sb_running(struct sandbox *sb)
 	 * A resumed guest runs on its own reflinks of the snapshot's disk and
 	 * RAM: the snapshot is stale from now on, and kept it would pile up
 	 * (a GiB-sized RAM file per suspend) until the sandbox is deleted.
+	 * With on_unhealthy = restart it is the last good state to restart
+	 * from: kept (one per sandbox; the next suspend replaces it, delete
+	 * removes it).
 	 */
-	if (sb->cur != NULL && sb->cur->kind == SB_OP_RESUME)
+	if (sb->cur != NULL && sb->cur->kind == SB_OP_RESUME &&
+	    sb->m->cfg->on_unhealthy != CONFIG_UNHEALTHY_RESTART)
 		sb_remove_snapshot(sb);
 	sb_touch(sb);
 	if (sb->rec.timeout_s > 0 && sb->rec.expires_at == 0)
@@ -570,16 +644,64 @@ sb_agent_down(struct agent_client *ac, const char *reason, void *arg)
 	struct sandbox *sb = arg;
 
 	sb->agent_up = 0;
+	sbm_health_channel_down(sb->hl, reason);
 	log_debug("sandbox %s: agent channel down: %s", sb->rec.id, reason ? reason : "");
 }
 
 /* --- VM events --------------------------------------------------------- */
 
+/*
+ * The last SBM_CONSOLE_TAIL bytes of the console log (host-written, the
+ * guest's bytes verbatim), from the first full line, escaped to valid UTF-8:
+ * the guest chooses these bytes, and they end up in JSON.
+ */
+static char *
+sb_console_tail(const struct sandbox *sb)
+{
+	char buf[SBM_CONSOLE_TAIL], *p;
+	struct stat st;
+	ssize_t n = 0;
+	int fd;
+
+	if (sb->console == NULL || (fd = open(sb->console, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return xstrdup("");
+	if (fstat(fd, &st) == 0 && st.st_size > 0) {
+		off_t off = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
+
+		n = pread(fd, buf, sizeof(buf), off);
+		if (n > 0 && off > 0 && (p = memchr(buf, '\n', (size_t)n)) != NULL) {
+			n -= p + 1 - buf;
+			memmove(buf, p + 1, (size_t)n);
+		}
+	}
+	close(fd);
+	return utf8_escape(buf, n > 0 ? (size_t)n : 0, 0);
+}
+
+/* Release the VM and fail: why, then the console tail (the guest's last words). */
+static void
+sb_fail_guest(struct sandbox *sb, const char *why, int in_op)
+{
+	char *tail = sb_console_tail(sb), *msg;
+
+	xasprintf(&msg, "%s; console tail:\n%s", why, tail);
+	free(tail);
+	if (in_op)
+		sb_fail(sb, msg, 500);	/* logs msg */
+	else {
+		log_warnx("sandbox %s: %s", sb->rec.id, why);
+		sb_release(sb);
+		sb_set_state(sb, "failed", msg);
+	}
+	free(msg);
+}
+
 static void
 sb_vm_event(struct vm *vm, const struct vm_event *ev, void *arg)
 {
 	struct sandbox *sb = arg;
-	char *msg;
+	const char *reason = ev->reason ? ev->reason : "unknown", *what;
+	char *msg, *tail;
 
 	if (ev->type != VM_EVENT_EXITED || ev->expected)
 		return;
@@ -608,11 +730,23 @@ sb_vm_event(struct vm *vm, const struct vm_event *ev, void *arg)
 		return;
 	if (!sb_is(sb, "running") && !sb_is(sb, "paused"))
 		return;
-	xasprintf(&msg, "the VM exited unexpectedly (%s); console tail:\n%s",
-	    ev->reason ? ev->reason : "unknown", ev->console_tail ? ev->console_tail : "");
-	log_warnx("sandbox %s: %s", sb->rec.id, msg);
-	sb_release(sb);
-	sb_set_state(sb, "failed", msg);
+	/*
+	 * With panic=-1 and -no-reboot a kernel panic is a reset that ends QEMU;
+	 * the panic line comes before a long trace, so look at the whole tail.
+	 */
+	tail = sb_console_tail(sb);
+	if (strstr(reason, "guest-panicked") != NULL || strstr(tail, "Kernel panic") != NULL ||
+	    (ev->console_tail != NULL && strstr(ev->console_tail, "Kernel panic") != NULL))
+		what = "the guest kernel panicked";
+	else if (strstr(reason, "guest-shutdown") != NULL)
+		what = "the guest powered off";
+	else if (strstr(reason, "guest-reset") != NULL)
+		what = "the guest reset itself";
+	else
+		what = "the VM exited unexpectedly";
+	free(tail);
+	xasprintf(&msg, "%s (%s)", what, reason);
+	sb_fail_guest(sb, msg, 0);
 	free(msg);
 }
 
@@ -826,8 +960,12 @@ sb_adopt_done(struct sandbox *sb)
 	sb_touch(sb);
 	if (!sb_is(sb, state))
 		sb_set_state(sb, state, NULL);
-	else
+	else {
 		sb_save(sb);
+		/* sb_set_state arms the watcher; a record already running needs it too. */
+		if (strcmp(state, "running") == 0)
+			sbm_health_arm(sb->hl, sb->agent, sb->vm);
+	}
 	sb_event(sb, "adopted", json_pack("{s:s}", "state", state));
 	sb_op_finish(sb, NULL, 0);
 }
@@ -917,6 +1055,140 @@ sb_op_adopt(struct sandbox *sb)
 bad:
 	sb_adopt_fail(sb, cause ? cause : "failed");
 	free(cause);
+}
+
+/* --- health: verdicts, and what an unhealthy guest comes to ------------- */
+
+/* Back to healthy without an event: the sandbox leaves running or is released. */
+static void
+sb_health_reset(struct sandbox *sb)
+{
+	if (sb->hl != NULL)
+		sbm_health_disarm(sb->hl);
+	sb->hl_status = SB_HEALTHY;
+	free(sb->hl_reason);
+	sb->hl_reason = NULL;
+	sb->hl_since = now_ms();
+	sb->hl_dead = 0;
+}
+
+static void
+sb_health_set(struct sandbox *sb, enum sb_health h, const char *reason)
+{
+	int64_t now = now_ms();
+	json_t *data;
+
+	if (h == SB_UNHEALTHY) {
+		data = json_pack("{s:s}", "reason", reason);
+		log_warnx("sandbox %s: unhealthy: %s", sb->rec.id, reason);
+	} else {
+		data = json_pack("{s:s?,s:I}", "was", sb->hl_reason,
+		    "unhealthy_s", (json_int_t)((now - sb->hl_since) / 1000));
+		log_info("sandbox %s: healthy again after %lld s", sb->rec.id,
+		    (long long)(now - sb->hl_since) / 1000);
+	}
+	sb->hl_status = h;
+	free(sb->hl_reason);
+	sb->hl_reason = reason != NULL ? xstrdup(reason) : NULL;
+	sb->hl_since = now;
+	sb_event(sb, sb_health_name(h), data);
+}
+
+static void
+sb_recover_done(struct sandbox *sb, const char *error, int status, void *arg)
+{
+	/* A fail was logged with its console tail already; this is for a failed restart. */
+	if (error != NULL)
+		log_warnx("sandbox %s: after being unhealthy: %.200s", sb->rec.id, error);
+}
+
+/*
+ * The watcher's verdict on a running sandbox. Only the state of the
+ * condition changes here; failing or restarting is SB_OP_RECOVER, queued
+ * behind whatever operation the sandbox has (and skipped if that operation
+ * made the question moot).
+ */
+static void
+sb_health_verdict(void *arg, enum sbm_verdict v, const char *reason)
+{
+	struct sandbox *sb = arg;
+	int64_t grace_ms = (int64_t)sb->m->cfg->unhealthy_grace_s * 1000;
+
+	/* An operation owns the sandbox meanwhile (a suspend stops the guest). */
+	if (sb->gone || sb->cur != NULL || !TAILQ_EMPTY(&sb->ops) || !sb_is(sb, "running"))
+		return;
+	if (v == SBM_HEALTH_OK) {
+		if (sb->hl_status == SB_UNHEALTHY)
+			sb_health_set(sb, SB_HEALTHY, NULL);
+		return;
+	}
+	if (sb->hl_status == SB_HEALTHY)
+		sb_health_set(sb, SB_UNHEALTHY, reason);
+	else if (strcmp(sb->hl_reason, reason) != 0) {
+		free(sb->hl_reason);
+		sb->hl_reason = xstrdup(reason);
+	}
+	if (v == SBM_HEALTH_DEAD)
+		sb->hl_dead = 1;
+	if (!sb->hl_acting && (sb->hl_dead || now_ms() - sb->hl_since >= grace_ms)) {
+		sb->hl_acting = 1;
+		sb_enqueue(sb, SB_OP_RECOVER, sb_recover_done, NULL);
+	}
+}
+
+/* A snapshot to restart from: with on_unhealthy = restart a resume keeps its own. */
+static int
+sb_has_snapshot(const struct sandbox *sb)
+{
+	char *dir;
+	int ok;
+
+	if (sb->rec.snapshot == NULL)
+		return 0;
+	dir = paths_data("snapshots/%s/%s", sb->rec.snapshot, STOR_SNAP_HEADER);
+	ok = path_exists(dir);
+	free(dir);
+	return ok;
+}
+
+/* SB_OP_RECOVER: the grace is over (or the guest is dead): fail, or restart. */
+static void
+sb_op_recover(struct sandbox *sb)
+{
+	char *why;
+
+	sb->hl_acting = 0;
+	if (!sb_is(sb, "running") || (sb->hl_status == SB_HEALTHY && !sb->hl_dead)) {
+		sb_op_finish(sb, NULL, 0);	/* recovered, or moved on meanwhile */
+		return;
+	}
+	if (sb->hl_dead)
+		why = xstrdup(sb->hl_reason);
+	else
+		xasprintf(&why, "the guest agent was unhealthy for %d s: %s",
+		    sb->m->cfg->unhealthy_grace_s, sb->hl_reason);
+	if (sb->hl_dead || sb->m->cfg->on_unhealthy == CONFIG_UNHEALTHY_FAIL ||
+	    !sb_has_snapshot(sb)) {
+		if (!sb->hl_dead && sb->m->cfg->on_unhealthy == CONFIG_UNHEALTHY_RESTART) {
+			char *n;
+			xasprintf(&n, "%s (on_unhealthy = restart, but it has no snapshot)", why);
+			free(why);
+			why = n;
+		}
+		sb_fail_guest(sb, why, 1);
+		free(why);
+		return;
+	}
+	/* Back to its last snapshot: what the guest did since then is lost. */
+	sb_event(sb, "restart", json_pack("{s:s,s:s}", "reason", why, "snapshot",
+	    sb->rec.snapshot));
+	log_warnx("sandbox %s: restarting from snapshot %s: %s", sb->rec.id, sb->rec.snapshot,
+	    why);
+	sb_release(sb);
+	sb_set_state(sb, "suspended", why);
+	free(why);
+	sb_op_finish(sb, NULL, 0);
+	sb_enqueue(sb, SB_OP_RESUME, sb_recover_done, NULL);
 }
 
 /* --- pause, resume, suspend, delete ------------------------------------ */
@@ -1070,7 +1342,7 @@ static const char *
 op_name(enum sb_op_kind k)
 {
 	static const char *const names[] = { "create", "pause", "resume", "suspend", "delete",
-	    "adopt" };
+	    "adopt", "recover" };
 
 	return names[k];
 }
@@ -1187,6 +1459,9 @@ sb_run_next(struct sandbox *sb)
 		case SB_OP_ADOPT:
 			sb_op_adopt(sb);
 			break;
+		case SB_OP_RECOVER:
+			sb_op_recover(sb);
+			break;
 		}
 		continue;
 conflict:
@@ -1218,6 +1493,9 @@ sb_new(struct sbm *m)
 	sb->m = m;
 	sb->refs = 1;	/* the manager's */
 	TAILQ_INIT(&sb->ops);
+	sb->hl = sbm_health_new(m->base, m->cfg->health_interval_s * 1000,
+	    m->cfg->health_timeout_s * 1000, sb_health_verdict, sb);
+	sb->hl_since = now_ms();
 	return sb;
 }
 
@@ -1399,6 +1677,20 @@ sbm_count(struct sbm *m, const char *state)
 }
 
 int
+sbm_count_unhealthy(struct sbm *m)
+{
+	struct sandbox *sb;
+	int n = 0;
+
+	if (m == NULL)
+		return 0;
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (sb_is(sb, "running") && sb->hl_status == SB_UNHEALTHY)
+			n++;
+	return n;
+}
+
+int
 sbm_live_vms(struct sbm *m)
 {
 	struct sandbox *sb;
@@ -1443,7 +1735,9 @@ sb_sweep_done(struct sandbox *sb, const char *error, int status, void *arg)
 static int
 sb_idle_due(const struct sandbox *sb, int64_t now)
 {
+	/* An unhealthy one is the health policy's: a suspend would snapshot a wedged guest. */
 	return sb->cur == NULL && TAILQ_EMPTY(&sb->ops) && sb_is(sb, "running") &&
+	    sb->hl_status == SB_HEALTHY &&
 	    sb->rec.idle_timeout_s > 0 && sb->streams == 0 &&
 	    now - sb->last_active >= sb->rec.idle_timeout_s * 1000;
 }

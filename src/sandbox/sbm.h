@@ -23,6 +23,7 @@
 #define SBM_INIT_TIMEOUT_MS	30000
 #define SBM_ADOPT_TIMEOUT_MS	60000	/* restart: QMP, console, agent /health of a live VM */
 #define SBM_STOP_GRACE_MS	2000
+#define SBM_CONSOLE_TAIL	4096	/* console bytes quoted when a guest dies */
 #define SBM_VCPUS_MAX		16
 #define SBM_MEMORY_MB_MIN	128
 #define SBM_MEMORY_MB_MAX	65536
@@ -74,6 +75,8 @@ void sbm_shutdown(struct sbm *m, int deadline_ms, void (*done)(void *), void *ar
 /* Stop every remaining VM; sandboxes stay in the store. */
 void sbm_free(struct sbm *m);
 int sbm_count(struct sbm *m, const char *state);
+/* Running sandboxes whose guest agent is unhealthy. */
+int sbm_count_unhealthy(struct sbm *m);
 int sbm_live_vms(struct sbm *m);
 
 /* Validates the spec (status 400/422 with a message) and starts the create. */
@@ -85,8 +88,9 @@ struct sandbox *sbm_find(struct sbm *m, const char *id, const char *project);
 json_t *sbm_list(struct sbm *m, const char *project, const char *states, json_t *metadata,
     const char *after, int limit, char **next);
 
+/* SB_OP_RECOVER: the health policy's fail or restart of an unhealthy sandbox (internal). */
 enum sb_op_kind { SB_OP_CREATE, SB_OP_PAUSE, SB_OP_RESUME, SB_OP_SUSPEND, SB_OP_DELETE,
-	SB_OP_ADOPT };
+	SB_OP_ADOPT, SB_OP_RECOVER };
 /* Queue an operation; done runs when it completes (or is refused: 409 + state). */
 void sb_enqueue(struct sandbox *sb, enum sb_op_kind kind, sb_done_cb done, void *arg);
 
@@ -119,8 +123,17 @@ const char *sb_project(const struct sandbox *sb);
 const char *sb_console_path(const struct sandbox *sb);
 const char *sb_access_token(const struct sandbox *sb);
 json_t *sb_env(const struct sandbox *sb);
-/* The agent channel when the sandbox is running, else NULL. */
+/*
+ * Health of a running sandbox (a condition, not a state): unhealthy while
+ * its guest agent does not answer the watcher's probes.
+ */
+enum sb_health { SB_HEALTHY, SB_UNHEALTHY };
+const char *sb_health_name(enum sb_health h);
+enum sb_health sb_health(const struct sandbox *sb);
+/* The agent channel when the sandbox is running and healthy, else NULL. */
 struct agent_client *sb_agent(struct sandbox *sb);
+/* Why sb_agent gave NULL for a running sandbox (malloc'd, for a 503). */
+char *sb_agent_error(const struct sandbox *sb);
 /* VMM resource use for metrics (zeros when not running). */
 void sb_host_stats(struct sandbox *sb, uint64_t *rss_bytes, double *cpu_seconds);
 
