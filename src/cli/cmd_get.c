@@ -61,6 +61,18 @@ get_print(const json_t *sb)
 		get_line("network", line);
 		free(line);
 	}
+	/* A condition of a running sandbox: "unhealthy since T: reason". */
+	if (json_is_object(json_object_get(sb, "health"))) {
+		const json_t *h = json_object_get(sb, "health");
+		char t[64], r[512];
+
+		xasprintf(&line, "%s since %s%s%s", cli_field(h, "status", tmp, sizeof(tmp)),
+		    cli_field(h, "since", t, sizeof(t)), json_is_string(json_object_get(h, "reason")) ?
+		    ": " : "", json_is_string(json_object_get(h, "reason")) ?
+		    cli_field(h, "reason", r, sizeof(r)) : "");
+		get_line("health", line);
+		free(line);
+	}
 	get_map("env", json_object_get(sb, "env"));
 	get_map("metadata", json_object_get(sb, "metadata"));
 	err = json_object_get(sb, "error");

@@ -11,16 +11,19 @@
 #define LS_PAGE		100
 #define LS_PAGES_MAX	10000	/* a daemon that always says "next" must not loop us */
 
-static const struct cli_col ls_cols[] = { { "ID", 22 }, { "STATE", 11 },
+static const struct cli_col ls_cols[] = { { "ID", 22 }, { "STATE", 11 }, { "HEALTH", 10 },
     { "TEMPLATE", 14 }, { "VCPUS", 6 }, { "MEM_MB", 8 }, { "CREATED", 0 }, { NULL, 0 } };
 
 static void
 ls_row(const json_t *sb)
 {
-	char t[6][32];
+	const json_t *h = json_object_get(sb, "health");
+	char t[7][32];
 	const char *cells[] = {
 		cli_field(sb, "id", t[0], sizeof(t[0])),
 		cli_field(sb, "state", t[1], sizeof(t[1])),
+		/* Only running sandboxes have a health ("-" otherwise). */
+		json_is_object(h) ? cli_field(h, "status", t[6], sizeof(t[6])) : "-",
 		cli_field(sb, "template", t[2], sizeof(t[2])),
 		cli_field(sb, "vcpus", t[3], sizeof(t[3])),
 		cli_field(sb, "memory_mb", t[4], sizeof(t[4])),
