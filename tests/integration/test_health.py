@@ -11,6 +11,8 @@ Everything is done by root inside the guest, as an attacker would:
 - halt: reboot(LINUX_REBOOT_CMD_HALT) -> vCPUs halted, QEMU still running,
   the agent gone -> unhealthy, then `failed` after the grace with the cause
   and the console tail.
+- unbind: the agent's virtio port unbound from its driver (its channel
+  closed under it) -> unhealthy, 503, `failed` after the grace.
 - panic: bytes that are not UTF-8 written to the serial console, then
   sysrq-c -> `failed`; GET, ls and the events answer 200 with the cause and
   an escaped console tail (the old code answered 500).
@@ -18,7 +20,7 @@ Everything is done by root inside the guest, as an attacker would:
   sandbox whose agent stays wedged is restarted from its snapshot: running
   and healthy again, what the guest did after the resume is gone.
 
-Usage: test_health.py AIRLOCKD [DATA_ROOT] [--only wedge,halt,panic,restart]"""
+Usage: test_health.py AIRLOCKD [DATA_ROOT] [--only wedge,halt,unbind,panic,restart]"""
 import concurrent.futures, json, os, signal, socket, sys, time, traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -185,6 +187,23 @@ def test_halt(c, sid):
         check("halt: the console tail is there", "console tail:" in err and "halted" in err,
               err[-600:])
 
+def test_unbind(c, sid):
+    """Close the agent's channel from inside: unbind the virtio console driver
+    from the device behind the agent's port. The agent never gets it back
+    (it keeps its dead fd), so: unhealthy, then failed after the grace."""
+    background(c, sid, "sleep 1; cd /sys/bus/virtio/drivers/virtio_console; "
+                       "for d in virtio*; do echo $d > unbind; done")
+    h = wait_for(lambda: health(c, sid).get("status") == "unhealthy" and health(c, sid), DETECT_S)
+    check("unbind: unhealthy with a reason", bool(h) and "agent" in (h.get("reason") or ""),
+          health(c, sid))
+    st, msg, secs = exec_status(c, sid)
+    check("unbind: exec answers 503 naming the reason", st == 503 and "unhealthy" in msg and
+          secs < 5, (st, msg, secs))
+    sb = wait_for(lambda: get(c, sid)[1].get("state") == "failed" and get(c, sid)[1],
+                  GRACE_S + DETECT_S + 30)
+    check("unbind: failed after the grace, naming the agent", bool(sb) and
+          f"unhealthy for {GRACE_S} s" in (sb.get("error") or ""), get(c, sid))
+
 def test_panic(c, sid):
     # Raw bytes on the serial console (invalid UTF-8, an ANSI escape, a lone
     # continuation byte), then the panic, from a process whose name is such
@@ -257,11 +276,12 @@ def main():
     d = Daemon(binary, root)
     try:
         c = d.start(env)
-        names = [n for n in ("wedge", "halt", "panic") if want(n)]
+        names = [n for n in ("wedge", "halt", "unbind", "panic") if want(n)]
         if names:
             with concurrent.futures.ThreadPoolExecutor(len(names)) as ex:
                 sids = dict(zip(names, ex.map(lambda n: create(c), names)))
-            fns = {"wedge": test_wedge, "halt": test_halt, "panic": test_panic}
+            fns = {"wedge": test_wedge, "halt": test_halt, "unbind": test_unbind,
+                   "panic": test_panic}
             # The three guests misbehave at the same time: each runs on its own thread.
             with concurrent.futures.ThreadPoolExecutor(len(names)) as ex:
                 futs = {n: ex.submit(fns[n], c, sids[n]) for n in names}
@@ -271,7 +291,7 @@ def main():
                     except Exception as e:
                         traceback.print_exc()
                         check(f"{n} raised no exception", False, repr(e))
-            if len(names) == 3:
+            if {"wedge", "halt", "panic"} <= set(names):
                 test_global_events(c, sids)
             for sid in sids.values():
                 c.call("DELETE", f"/v1/sandboxes/{sid}")
