@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/util.h"
 
 static const char *log_progname = "airlock";
 static enum log_level log_level = LOG_LVL_INFO;
@@ -36,7 +37,11 @@ log_json_write(const char *level, const char *msg)
 {
 	struct timespec ts;
 	const char *p;
+	char *esc = NULL;
 
+	/* Messages may quote a guest's bytes: a JSON line must still be UTF-8. */
+	if (!utf8_valid(msg, strlen(msg)))
+		msg = esc = utf8_escape(msg, strlen(msg), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	/* One line from several stdio calls: threads (the gateway's workers) must not interleave. */
 	flockfile(stderr);
@@ -53,6 +58,7 @@ log_json_write(const char *level, const char *msg)
 	}
 	fputs("\"}\n", stderr);
 	funlockfile(stderr);
+	free(esc);
 }
 
 enum log_level

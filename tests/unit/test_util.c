@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/paths.h"
 #include "common/subproc.h"
 #include "common/util.h"
@@ -115,6 +116,30 @@ test_utf8_escape(void)
 	CHECK(!utf8_valid("a\0b", 3));
 }
 
+/* A JSON log line quoting a guest's bytes is still valid UTF-8. */
+static void
+test_log_json(void)
+{
+	char path[] = "/tmp/airlock-test-log-XXXXXX", *data = NULL, *cause = NULL;
+	int fd = mkstemp(path), saved = dup(2);
+
+	CHECK(fd != -1 && saved != -1);
+	fflush(stderr);
+	dup2(fd, 2);
+	log_set_json(1);
+	log_warnx("guest said \xff\xfe ok");
+	log_set_json(0);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	CHECK(read_file(path, 4096, &data, NULL, &cause) == 0);
+	CHECK(data != NULL && utf8_valid(data, strlen(data)));
+	CHECK(data != NULL && strstr(data, "guest said \\\\xff\\\\xfe ok") != NULL);
+	free(data);
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -124,5 +149,6 @@ main(void)
 	T_RUN(test_spawn);
 	T_RUN(test_sha);
 	T_RUN(test_utf8_escape);
+	T_RUN(test_log_json);
 	return t_done();
 }
