@@ -3,7 +3,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -651,31 +650,27 @@ sb_agent_down(struct agent_client *ac, const char *reason, void *arg)
 /* --- VM events --------------------------------------------------------- */
 
 /*
- * The last SBM_CONSOLE_TAIL bytes of the console log (host-written, the
- * guest's bytes verbatim), from the first full line, escaped to valid UTF-8:
- * the guest chooses these bytes, and they end up in JSON.
+ * The last SBM_CONSOLE_TAIL bytes of the retained console (both generations,
+ * or the copy kept after release), from the first full line, escaped with
+ * console_escape: the guest chooses these bytes, and they end up in JSON.
  */
 static char *
 sb_console_tail(const struct sandbox *sb)
 {
-	char buf[SBM_CONSOLE_TAIL], *p;
-	struct stat st;
-	ssize_t n = 0;
-	int fd;
+	char *buf, *p, *tail;
+	size_t len;
 
-	if (sb->console == NULL || (fd = open(sb->console, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	if (sb->console == NULL)
 		return xstrdup("");
-	if (fstat(fd, &st) == 0 && st.st_size > 0) {
-		off_t off = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
-
-		n = pread(fd, buf, sizeof(buf), off);
-		if (n > 0 && off > 0 && (p = memchr(buf, '\n', (size_t)n)) != NULL) {
-			n -= p + 1 - buf;
-			memmove(buf, p + 1, (size_t)n);
-		}
-	}
-	close(fd);
-	return utf8_escape(buf, n > 0 ? (size_t)n : 0, 0);
+	buf = console_file_read(sb->console, SBM_CONSOLE_TAIL, &len);
+	p = buf;
+	if (len == SBM_CONSOLE_TAIL && (p = memchr(buf, '\n', len)) != NULL)
+		p++;
+	else
+		p = buf;
+	tail = console_escape(p, len - (size_t)(p - buf), NULL);
+	free(buf);
+	return tail;
 }
 
 /* Release the VM and fail: why, then the console tail (the guest's last words). */
