@@ -21,7 +21,7 @@ Everything is done by root inside the guest, as an attacker would:
   and healthy again, what the guest did after the resume is gone.
 
 Usage: test_health.py AIRLOCKD [DATA_ROOT] [--only wedge,halt,unbind,panic,restart]"""
-import concurrent.futures, json, os, signal, socket, sys, time, traceback
+import concurrent.futures, json, os, re, signal, socket, sys, time, traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from daemon_client import ApiError, Client, Daemon
@@ -154,8 +154,9 @@ def test_wedge(c, sid, wedge_s=12):
     row = listed(c, sid)
     check("wedge: ls shows it unhealthy", row and row["health"]["status"] == "unhealthy", row)
     st, _, text = c.raw("GET", "/metrics", auth=False)
-    check("wedge: /metrics counts it", b"airlock_sandboxes_unhealthy 1" in text or
-          b"airlock_sandboxes_unhealthy 2" in text, text[-600:])
+    # The other guests of this run may be unhealthy at the same moment.
+    m = re.search(rb"^airlock_sandboxes_unhealthy (\d+)$", text, re.M)
+    check("wedge: /metrics counts it", m is not None and int(m.group(1)) >= 1, text[-600:])
     h2 = wait_for(lambda: health(c, sid).get("status") == "healthy" and health(c, sid),
                   wedge_s + DETECT_S)
     check("wedge: healthy again once the agent answers", bool(h2), health(c, sid))
