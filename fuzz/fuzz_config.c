@@ -1,0 +1,52 @@
+/*
+ * airlockd's config file parser (config/config.c): key = value lines,
+ * comments, bounded numbers, accelerator names. The file is root's, but a
+ * parser that crashes on a typo or reads past a line is still a bug, and
+ * the error must name the file and line. The input is written to a memfd
+ * and loaded by path, exactly as airlockd -c loads it.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int memfd = -1;
+static char memfd_path[64];
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct config c;
+	char *cause = NULL;
+	int rc;
+
+	if (memfd == -1) {
+		if ((memfd = memfd_create("airlockd.conf", 0)) == -1)
+			abort();
+		snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
+	}
+	if (ftruncate(memfd, 0) == -1 || pwrite(memfd, data, size, 0) != (ssize_t)size)
+		abort();
+	config_defaults(&c);
+	rc = config_load_file(&c, memfd_path, 1, &cause);
+	if (rc == -1) {
+		/* Every refusal names the file and the line. */
+		if (cause == NULL || strncmp(cause, memfd_path, strlen(memfd_path)) != 0)
+			abort();
+	} else if (cause != NULL)
+		abort();
+	/* What was accepted stays within the table's bounds. */
+	if (rc == 0 && (c.default_vcpus < 1 || c.default_vcpus > 16 || c.listen_port < 0 ||
+	    c.listen_port > 65535 || c.max_sandboxes < 1 || c.listen_host == NULL ||
+	    *c.listen_host == '\0'))
+		abort();
+	free(cause);
+	config_free(&c);
+	return 0;
+}
