@@ -19,6 +19,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int memfd = -1;
 static char memfd_path[64];
 
+/*
+ * The line an error names ("PATH:N: ...") exists and holds a setting: not
+ * blank, not only a comment. (Counting only non-empty lines would point
+ * the operator at the wrong line.)
+ */
+static void
+check_line(const uint8_t *data, size_t size, const char *after_path)
+{
+	const uint8_t *p = data, *end = data + size, *nl;
+	long n, i;
+	char *stop;
+
+	if (*after_path != ':')
+		abort();
+	n = strtol(after_path + 1, &stop, 10);
+	if (*stop != ':' || n < 1)
+		abort();
+	for (i = 1; i < n; i++) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			abort();	/* past the last line */
+		p = nl + 1;
+	}
+	nl = memchr(p, '\n', (size_t)(end - p));
+	if (nl == NULL)
+		nl = end;
+	while (p < nl && (*p == ' ' || *p == '\t' || *p == '\r'))
+		p++;
+	if (p == nl || *p == '#')
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -39,7 +70,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Every refusal names the file and the line. */
 		if (cause == NULL || strncmp(cause, memfd_path, strlen(memfd_path)) != 0)
 			abort();
+		check_line(data, size, cause + strlen(memfd_path));
 	} else if (cause != NULL)
+		abort();
+	/* A NUL byte is not text: it must not end the file early. */
+	if (rc == 0 && memchr(data, '\0', size) != NULL)
 		abort();
 	/* What was accepted stays within the table's bounds. */
 	if (rc == 0 && (c.default_vcpus < 1 || c.default_vcpus > 16 || c.listen_port < 0 ||

@@ -163,10 +163,11 @@ config_set(struct config *c, const char *key, const char *value, char **cause)
 int
 config_load_file(struct config *c, const char *path, int must_exist, char **cause)
 {
-	char *text, *line, *save, *key, *val, *p;
+	char *text, *line, *next, *end, *nl, *key, *val, *p;
 	int lineno = 0, rc = 0;
+	size_t len;
 
-	if (read_file(path, 1024 * 1024, &text, NULL, cause) == -1) {
+	if (read_file(path, 1024 * 1024, &text, &len, cause) == -1) {
 		if (!must_exist && errno == ENOENT) {
 			free(*cause);
 			*cause = NULL;
@@ -174,11 +175,26 @@ config_load_file(struct config *c, const char *path, int must_exist, char **caus
 		}
 		return -1;
 	}
-	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+	/*
+	 * Line by line, blank ones counted (errors name the line an editor
+	 * shows); a NUL byte would silently end the file early, so it is refused.
+	 */
+	end = text + len;
+	for (line = text; line < end; line = next) {
+		if ((nl = memchr(line, '\n', (size_t)(end - line))) == NULL)
+			nl = end;	/* read_file NUL-terminates: *end is already 0 */
+		next = nl < end ? nl + 1 : end;
 		lineno++;
+		if (memchr(line, '\0', (size_t)(nl - line)) != NULL) {
+			cause_set(cause, "%s:%d: NUL byte", path, lineno);
+			rc = -1;
+			break;
+		}
+		*nl = '\0';
 		if ((p = strchr(line, '#')) != NULL)
 			*p = '\0';
-		key = line + strspn(line, " \t");
+		/* CRLF files: a blank line is "\r". */
+		key = line + strspn(line, " \t\r");
 		if (*key == '\0')
 			continue;
 		if ((p = strchr(key, '=')) == NULL) {
