@@ -15,8 +15,8 @@
  *
  * The client side is a loopback TCP connection (http_server has no way to
  * adopt a socketpair, and that code belongs to the HTTP stack). Input:
- * byte 0 = flags (agent mode, half-close, early close), the rest = what the
- * client sends. Oracles besides ASan/UBSan/LSan: no 500 answer, every
+ * byte 0 = flags (agent mode, half-close, early close, fix Content-Length),
+ * the rest = what the client sends. Oracles besides ASan/UBSan/LSan: no 500 answer, every
  * error answer has the documented shape, every request the API made of the
  * agent is ended or cancelled once the client is gone, and the API gives
  * back every sandbox reference and stream it took.
@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -813,6 +814,37 @@ check_responses(const char *out, size_t len, int head_only)
 	free(cause);
 }
 
+/*
+ * Flag 0x10: make Content-Length match the bytes after the head, so that
+ * mutations of a JSON body stay framed and reach the validators (instead
+ * of dying as a truncated body). Other Content-Length lines are dropped.
+ */
+static uint8_t *
+fix_length(const uint8_t *data, size_t size, size_t *outlen)
+{
+	const uint8_t *end = memmem(data, size, "\r\n\r\n", 4), *p, *nl;
+	size_t head, o = 0;
+	uint8_t *out;
+
+	if (end == NULL || memmem(data, (size_t)(end - data), "chunked", 7) != NULL)
+		return NULL;
+	head = (size_t)(end - data) + 2;	/* through the last header's CRLF */
+	out = xmalloc(size + 32);
+	for (p = data; p < data + head; p = nl + 2) {
+		nl = memmem(p, (size_t)(data + head - p), "\r\n", 2);
+		if (nl == NULL)
+			break;
+		if ((size_t)(nl - p) >= 15 && strncasecmp((const char *)p, "content-length:", 15) == 0)
+			continue;
+		memcpy(out + o, p, (size_t)(nl - p) + 2);
+		o += (size_t)(nl - p) + 2;
+	}
+	o += (size_t)snprintf((char *)out + o, 32, "Content-Length: %zu\r\n", size - head - 2);
+	memcpy(out + o, data + head, size - head);
+	*outlen = o + size - head;
+	return out;
+}
+
 static int
 client_connect(void)
 {
@@ -950,7 +982,8 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sink out = { NULL, 0 };
-	size_t off = 0, i;
+	size_t off = 0, i, fixed_len = 0;
+	uint8_t *fixed = NULL;
 	int fd, flags, closed = 0, turns, head_only;
 	ssize_t n;
 
@@ -965,6 +998,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	store_reset();
 	datadir_reset();
 	head_only = size >= 5 && memcmp(data, "HEAD ", 5) == 0;
+	if ((flags & 0x10) && (fixed = fix_length(data, size, &fixed_len)) != NULL) {
+		data = fixed;
+		size = fixed_len;
+	}
 
 	fd = client_connect();
 	/* Send everything (the loop serves the other end meanwhile), then maybe half-close. */
@@ -1006,6 +1043,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	check_responses(out.buf, out.len, head_only);
 	free(out.buf);
+	free(fixed);
 
 	/* Everything the API took it gave back once the connection is gone. */
 	for (i = 0; i < FZ_SANDBOXES; i++)
