@@ -21,7 +21,7 @@ static char memfd_path[64];
 
 /*
  * The line an error names ("PATH:N: ...") exists and holds a setting: not
- * blank, not only a comment. (Counting only non-empty lines would point
+ * blank, not only a comment (or, for a NUL byte, holds the NUL). (Counting only non-empty lines would point
  * the operator at the wrong line.)
  */
 static void
@@ -44,6 +44,12 @@ check_line(const uint8_t *data, size_t size, const char *after_path)
 	nl = memchr(p, '\n', (size_t)(end - p));
 	if (nl == NULL)
 		nl = end;
+	/* A NUL byte is refused on any line, comments too: it must be on this one. */
+	if (strcmp(stop, ": NUL byte") == 0) {
+		if (memchr(p, '\0', (size_t)(nl - p)) == NULL)
+			abort();
+		return;
+	}
 	while (p < nl && (*p == ' ' || *p == '\t' || *p == '\r'))
 		p++;
 	if (p == nl || *p == '#')
