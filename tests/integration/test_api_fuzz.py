@@ -23,10 +23,10 @@ Failures are shrunk by hypothesis and all reported in one summary.
 Usage: test_api_fuzz.py AIRLOCKD [DATA_ROOT]
 AIRLOCK_FUZZ_SECONDS (default 90) bounds the run; AIRLOCK_FUZZ_SEED fixes it.
 Runs with Debian's python3 (python3-hypothesis)."""
-import base64, json, os, random, re, signal, socket, sys, time, traceback, urllib.parse
+import json, os, random, re, signal, socket, sys, time, traceback, urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon_client import ApiError, Client, Daemon
+from daemon_client import Daemon
 
 try:
     from hypothesis import HealthCheck, Phase, given, settings, strategies as st
@@ -433,7 +433,6 @@ def body_mutation(draw, op, w, kind):
     cur = get_in(body, path)
     fname = field_name(path)
     label = ".".join(map(str, path))
-    in_map = len(path) >= 2 and path[-2] in ("env", "metadata")
     if kind == "type":
         vals = wrong_values(schema, cur)
         if not vals:
@@ -512,7 +511,6 @@ def path_mutation(draw, op, w):
 def query_mutation(draw, op, w, kind):
     """(query list, strict, name to mention, label)."""
     q = valid_query(op, w)
-    names = [n for n, _ in q]
     if kind == "unknown" or not q:
         name = draw(st.sampled_from(["zz_unknown", "Limit", "Path", "_"]))
         return q + [(name, "1")], True, name, f"unknown query parameter {name!r}"
