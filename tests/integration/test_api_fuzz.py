@@ -348,8 +348,11 @@ def valid_query(op, w):
             continue	# scope=project with a sandbox is refused; leave it out
         elif n in vals:
             q.append((n, vals[n]))
+    if "events" in op["path"]:
+        q = [(n, "0" if n == "after" else v) for n, v in q]	# an event sequence number
     for n, v in EXTRA_QUERY.get((op["method"], op["path"]), {}).items():
-        q.append((n, v))
+        if not any(n == k for k, _ in q):	# the document may list it by now
+            q.append((n, v))
     return q
 
 # --- mutations ------------------------------------------------------------------
