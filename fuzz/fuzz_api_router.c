@@ -16,7 +16,9 @@
  * The client side is a loopback TCP connection (http_server has no way to
  * adopt a socketpair, and that code belongs to the HTTP stack). Input:
  * byte 0 = flags (agent mode, half-close, early close, fix Content-Length),
- * the rest = what the client sends. Oracles besides ASan/UBSan/LSan: no 500 answer, every
+ * the rest = what the client sends. Oracles besides ASan/UBSan/LSan: no
+ * 500 answer, no warning the server marks as a bug (log_warnx is wrapped:
+ * a second reply must fail even where the HTTP layer drops it), every
  * error answer has the documented shape, every request the API made of the
  * agent is ended or cancelled once the client is gone, and the API gives
  * back every sandbox reference and stream it took.
@@ -27,6 +29,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -58,6 +61,7 @@ pid_t __wrap_fork(void);
 pid_t __real_fork(void);
 pid_t __wrap_waitpid(pid_t pid, int *status, int options);
 pid_t __real_waitpid(pid_t pid, int *status, int options);
+void __wrap_log_warnx(const char *fmt, ...);
 
 #define FZ_SANDBOXES	8
 #define FZ_FIXED	4	/* the first four are reset every run; the rest are create slots */
@@ -727,6 +731,26 @@ __wrap_waitpid(pid_t pid, int *status, int options)
 	if (r > 0)
 		forks_pending--;
 	return r;
+}
+
+/*
+ * Warnings are printed as usual, but one the server itself marks as a bug
+ * ("bug: a second reply", "bug: ... could not be encoded") is a failure:
+ * a handler that replies twice must be caught even where the HTTP layer
+ * drops the second reply instead of corrupting the connection.
+ */
+void
+__wrap_log_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("airlock: warn: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	if (strstr(fmt, "bug:") != NULL)
+		abort();
 }
 
 /* --- the client side and the oracles ------------------------------------ */
