@@ -7,7 +7,7 @@
  *   - the sandbox manager (sbm.h): a fixed table of sandboxes in known
  *     states (running, paused, suspended, another project's) and a few
  *     slots for creates; operations finish asynchronously, as sbm's do;
- *   - the guest agent (envd_client.h): answers asynchronously, and the
+ *   - the guest agent (envd_client.h, its calls wrapped): answers asynchronously, and the
  *     first input byte picks how: a good answer, an error answer, a broken
  *     channel, or none at all (the client leaving must then clean up);
  *   - template builds: fork()/waitpid() are wrapped (-Wl,--wrap) so the
@@ -62,6 +62,24 @@ pid_t __real_fork(void);
 pid_t __wrap_waitpid(pid_t pid, int *status, int options);
 pid_t __real_waitpid(pid_t pid, int *status, int options);
 void __wrap_log_warnx(const char *fmt, ...);
+
+/* The fake agent: envd_client.h's calls, wrapped (-Wl,--wrap) so the real
+ * object, whose pure error mappers the API uses, can be linked beside it. */
+struct envd_req *__wrap_envd_request(struct agent_client *ac, const char *method,
+    const char *target, const char *ctype, const void *body, ssize_t body_len,
+    const char *const *extra_headers, const struct envd_cb *cb, void *arg, char **cause);
+void __wrap_envd_req_write(struct envd_req *r, const void *data, size_t n);
+void __wrap_envd_req_end(struct envd_req *r);
+size_t __wrap_envd_req_pending(const struct envd_req *r);
+void __wrap_envd_req_pause(struct envd_req *r, int paused);
+void __wrap_envd_req_cancel(struct envd_req *r);
+struct envd_req *__wrap_envd_call_json(struct agent_client *ac, const char *method,
+    const char *target, json_t *body, const char *const *extra_headers, envd_json_cb cb,
+    void *arg, char **cause);
+struct envd_req *__wrap_envd_stream(struct agent_client *ac, const char *service_method,
+    json_t *req, const char *const *extra_headers, envd_msg_cb on_msg, envd_end_cb on_end,
+    void *arg, char **cause);
+
 
 #define FZ_SANDBOXES	8
 #define FZ_FIXED	4	/* the first four are reset every run; the rest are create slots */
@@ -624,7 +642,7 @@ agent_channel_closed(void)
 }
 
 struct envd_req *
-envd_request(struct agent_client *ac, const char *method, const char *target, const char *ctype,
+__wrap_envd_request(struct agent_client *ac, const char *method, const char *target, const char *ctype,
     const void *body, ssize_t body_len, const char *const *extra_headers,
     const struct envd_cb *cb, void *arg, char **cause)
 {
@@ -640,14 +658,14 @@ envd_request(struct agent_client *ac, const char *method, const char *target, co
 }
 
 void
-envd_req_write(struct envd_req *r, const void *data, size_t n)
+__wrap_envd_req_write(struct envd_req *r, const void *data, size_t n)
 {
 	if (r->dead || !r->body_streamed || r->body_ended)
 		abort();	/* writing to a request that takes no more body */
 }
 
 void
-envd_req_end(struct envd_req *r)
+__wrap_envd_req_end(struct envd_req *r)
 {
 	if (r->dead || !r->body_streamed || r->body_ended)
 		abort();
@@ -656,17 +674,17 @@ envd_req_end(struct envd_req *r)
 	/* The drain callback of a real stream would follow; none is owed here. */
 }
 
-size_t envd_req_pending(const struct envd_req *r) { return 0; }
+size_t __wrap_envd_req_pending(const struct envd_req *r) { return 0; }
 
 void
-envd_req_pause(struct envd_req *r, int paused)
+__wrap_envd_req_pause(struct envd_req *r, int paused)
 {
 	if (r->dead)
 		abort();
 }
 
 void
-envd_req_cancel(struct envd_req *r)
+__wrap_envd_req_cancel(struct envd_req *r)
 {
 	if (r == NULL || r->dead)
 		return;
@@ -677,7 +695,7 @@ envd_req_cancel(struct envd_req *r)
 }
 
 struct envd_req *
-envd_call_json(struct agent_client *ac, const char *method, const char *target, json_t *body,
+__wrap_envd_call_json(struct agent_client *ac, const char *method, const char *target, json_t *body,
     const char *const *extra_headers, envd_json_cb cb, void *arg, char **cause)
 {
 	struct envd_req *r = req_new(FZ_REQ_JSON, method, target);
@@ -689,7 +707,7 @@ envd_call_json(struct agent_client *ac, const char *method, const char *target, 
 }
 
 struct envd_req *
-envd_stream(struct agent_client *ac, const char *service_method, json_t *req,
+__wrap_envd_stream(struct agent_client *ac, const char *service_method, json_t *req,
     const char *const *extra_headers, envd_msg_cb on_msg, envd_end_cb on_end, void *arg,
     char **cause)
 {
