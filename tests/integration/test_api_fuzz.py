@@ -357,10 +357,20 @@ def valid_query(op, w):
 
 # --- mutations ------------------------------------------------------------------
 
+def alternative(spec, schema, value):
+    """For a oneOf (a rule: string or object), the alternative value is of."""
+    for alt in schema.get("oneOf", []) if isinstance(schema, dict) else []:
+        alt = resolve(spec, alt)
+        if (alt.get("type") == "object") == isinstance(value, dict):
+            return alt
+    return schema
+
 def field_paths(obj, schema, spec, prefix=()):
-    """(path tuple, schema) of every field in a valid body, nested ones too."""
+    """(path tuple, schema) of every field in a valid body, nested ones too.
+    A oneOf field keeps its oneOf (any other type is wrong); its insides
+    follow the alternative it matches."""
     out = []
-    schema = resolve(spec, schema)
+    schema = alternative(spec, resolve(spec, schema), obj)
     if isinstance(obj, dict):
         props = schema.get("properties", {}) if isinstance(schema, dict) else {}
         for k, v in obj.items():
