@@ -28,6 +28,8 @@
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -989,13 +991,45 @@ cleanup(void)
 	free(cause);
 }
 
+/*
+ * A crash (abort) or a fork-mode job skips atexit: data dirs are named by
+ * pid, and those of pids that are gone are removed at the next start.
+ */
+static void
+stale_dirs_remove(void)
+{
+	struct dirent *de;
+	char *p, *cause = NULL;
+	DIR *d;
+	long pid;
+
+	if ((d = opendir("/tmp")) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "fuzz_api_router.", 16) != 0 ||
+		    (pid = strtol(de->d_name + 16, &p, 10)) <= 0 || *p != '\0' ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		xasprintf(&p, "/tmp/%s", de->d_name);
+		(void)remove_tree(p, &cause);
+		free(cause);
+		cause = NULL;
+		free(p);
+	}
+	closedir(d);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char *cause = NULL, *url = NULL;
 
-	snprintf(datadir, sizeof(datadir), "/tmp/fuzz_api_router.XXXXXX");
-	if (mkdtemp(datadir) == NULL)
+	stale_dirs_remove();
+	snprintf(datadir, sizeof(datadir), "/tmp/fuzz_api_router.%ld", (long)getpid());
+	(void)remove_tree(datadir, &cause);	/* an earlier process with our pid */
+	free(cause);
+	cause = NULL;
+	if (mkdir(datadir, 0700) == -1)
 		abort();
 	atexit(cleanup);
 	setenv("AIRLOCK_DATA_DIR", datadir, 1);
