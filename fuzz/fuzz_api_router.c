@@ -338,7 +338,8 @@ op_finish(struct fz_task *t)
 		to = "deleting";
 		break;
 	case SB_OP_ADOPT:
-		abort();	/* the API never adopts */
+	case SB_OP_RECOVER:
+		abort();	/* the API never adopts or recovers: airlockd itself does */
 	}
 	if (to == NULL) {
 		snprintf(msg, sizeof(msg), "sandbox %s is %s", sb->id, s);
