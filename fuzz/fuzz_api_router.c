@@ -455,6 +455,19 @@ sb_agent(struct sandbox *sb)
 	return strcmp(sb->state, "running") == 0 ? (struct agent_client *)sb : NULL;
 }
 
+char *
+sb_agent_error(const struct sandbox *sb)
+{
+	return xstrdup(strcmp(sb->state, "running") == 0 ? "the guest agent is not connected" :
+	    "the sandbox is not running");
+}
+
+int
+sbm_count_unhealthy(struct sbm *m)
+{
+	return 0;
+}
+
 void
 sb_host_stats(struct sandbox *sb, uint64_t *rss_bytes, double *cpu_seconds)
 {
