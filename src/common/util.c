@@ -452,3 +452,19 @@ utf8_escape(const char *str, size_t len, size_t max)
 	out[o] = '\0';
 	return out;
 }
+
+char *
+utf8_sanitize(const char *s)
+{
+	size_t len = strlen(s), i = 0, n;
+	char *out = xstrdup(s);
+
+	while (i < len) {
+		if ((n = utf8_seq((const unsigned char *)s + i, len - i)) == 0) {
+			out[i++] = '?';
+			continue;
+		}
+		i += n;
+	}
+	return out;
+}

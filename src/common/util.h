@@ -46,6 +46,8 @@ int sha256_file_hex(const char *path, char out[65], char **cause);
 char *utf8_escape(const char *s, size_t len, size_t max);
 /* 1 when s[0..len) is well-formed UTF-8 (what jansson accepts), else 0. */
 int utf8_valid(const char *s, size_t len);
+/* A copy of s with every byte that is not part of valid UTF-8 replaced by '?'. */
+char *utf8_sanitize(const char *s);
 /* Milliseconds on CLOCK_MONOTONIC: deadlines, token buckets, expiries. */
 uint64_t monotonic_ms(void);
 

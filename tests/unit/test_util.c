@@ -2,6 +2,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subproc.h"
@@ -140,6 +142,35 @@ test_log_json(void)
 	unlink(path);
 }
 
+/* The UTF-8 rule jansson applies, so a string checked here always encodes. */
+static void
+test_utf8(void)
+{
+	static const char *const good[] = { "", "abc", "\xc3\xa9", "\xe2\x82\xac",
+	    "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf" };
+	static const char *const bad[] = { "\xff", "\xc3", "\xc3(", "\xc0\xaf",
+	    "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "a\x80" };
+	char *s;
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		CHECK(utf8_valid(good[i], strlen(good[i])));
+		json_t *j = json_string(good[i]);
+		CHECK(j != NULL);
+		json_decref(j);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(!utf8_valid(bad[i], strlen(bad[i])));
+		CHECK(json_string(bad[i]) == NULL);
+		s = utf8_sanitize(bad[i]);
+		CHECK(utf8_valid(s, strlen(s)) && strlen(s) == strlen(bad[i]));
+		free(s);
+	}
+	/* A multi-byte character cut in two, as in jansson's error excerpts. */
+	CHECK_STR(s = utf8_sanitize("near '\xc3' x \xc3\xa9"), "near '?' x \xc3\xa9");
+	free(s);
+}
+
 int
 main(void)
 {
@@ -150,5 +181,6 @@ main(void)
 	T_RUN(test_sha);
 	T_RUN(test_utf8_escape);
 	T_RUN(test_log_json);
+	T_RUN(test_utf8);
 	return t_done();
 }
