@@ -57,12 +57,17 @@ get_string(json_t *obj, const char *key, const char *where, int required, char *
 	const char *s;
 
 	*out = NULL;
-	if (v == NULL || json_is_null(v)) {
+	if (v == NULL) {
 		if (required) {
 			cause_set(cause, "%s%s: required", where, key);
 			return -1;
 		}
 		return 0;
+	}
+	/* null is not "absent": leave the field out to get the default. */
+	if (json_is_null(v)) {
+		cause_set(cause, "%s%s: must not be null (leave it out for the default)", where, key);
+		return -1;
 	}
 	if (!json_is_string(v)) {
 		cause_set(cause, "%s%s: must be a string", where, key);
@@ -246,7 +251,7 @@ parse_user(json_t *root, struct recipe *r, char **cause)
 	const char *n;
 	size_t i;
 
-	if (u == NULL || json_is_null(u))
+	if (u == NULL)
 		return 0;
 	if (!json_is_object(u)) {
 		cause_set(cause, "user: must be an object {name, uid, sudo}");

@@ -86,6 +86,9 @@ test_errors(void)
 		{ "{\"from\":", "line 1" },
 		{ "[1,2]", "top level" },
 		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"name\":1}", "name: must be a string" },
+		/* null is refused, not read as "absent" (it built from the default mirror). */
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\",\"mirror\":null}}", "from.mirror: must not be null" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"user\":null}", "user: must be an object" },
 		{ "{\"a\":1,\"a\":2}", "duplicate" },
 	};
 	size_t i;
