@@ -92,8 +92,17 @@ parse_request_line(const char *line, size_t len, struct http_head *h, int *statu
 		if (c <= 0x20 || c >= 0x7f)
 			return bad(status, 400, cause, "invalid character in request target");
 	}
-	if (end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
-	    (sp2[8] != '0' && sp2[8] != '1'))
+	/*
+	 * 505 only for a well-formed version we do not speak (HTTP/2.0): a raw
+	 * space in the target leaves a second space before the version, and a
+	 * lower-case or garbled version is a malformed request line (400).
+	 */
+	if (memchr(sp2 + 1, ' ', (size_t)(end - sp2 - 1)) != NULL)
+		return bad(status, 400, cause, "space in request target (send it as %20)");
+	if (end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/", 5) != 0 ||
+	    !isdigit((unsigned char)sp2[6]) || sp2[7] != '.' || !isdigit((unsigned char)sp2[8]))
+		return bad(status, 400, cause, "malformed HTTP version (want HTTP/1.1)");
+	if (sp2[6] != '1' || (sp2[8] != '0' && sp2[8] != '1'))
 		return bad(status, 505, cause, "only HTTP/1.0 and HTTP/1.1 are supported");
 	h->method = http_strndup(line, (size_t)(sp1 - line));
 	h->target = http_strndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));

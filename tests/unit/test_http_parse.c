@@ -45,6 +45,14 @@ test_rejects(void)
 	static const struct { const char *req; int status; const char *needle; } cases[] = {
 		{ "GET / HTTP/1.1\r\n\r\n", 400, "without Host" },
 		{ "GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/1.0" },
+		{ "GET / HTTP/1.2\r\nHost: x\r\n\r\n", 505, "HTTP/1.0" },
+		/* Malformed, not an unsupported version: 400. */
+		{ "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400, "space in request target" },
+		{ "GET /a  HTTP/1.1\r\nHost: x\r\n\r\n", 400, "space in request target" },
+		{ "GET / http/1.1\r\nHost: x\r\n\r\n", 400, "HTTP version" },
+		{ "GET / HTTP/1.1x\r\nHost: x\r\n\r\n", 400, "HTTP version" },
+		{ "GET / HTTP/x.1\r\nHost: x\r\n\r\n", 400, "HTTP version" },
+		{ "GET / HTTP/1\r\nHost: x\r\n\r\n", 400, "HTTP version" },
 		{ "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "request line" },
 		{ "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "method" },
 		{ "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400, "folding" },
