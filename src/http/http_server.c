@@ -56,6 +56,7 @@ struct http_req {
 	enum http_resp_state	 resp;
 	int			 chunked;	/* response uses chunked encoding */
 	int			 status;
+	int			 reply_bug;	/* a second reply was logged */
 	struct event		*heartbeat;
 };
 
@@ -389,14 +390,32 @@ resp_ended(struct http_req *req)
 	req_maybe_free(req);
 }
 
+/*
+ * A request gets one response. Another attempt is a bug in the handler,
+ * dropped here so it can never write a second response onto the
+ * connection (or into the next request's): log it, once per request.
+ */
+static int
+req_replied(struct http_req *req, int status)
+{
+	if (req->resp == RESP_NONE)
+		return 0;
+	if (!req->reply_bug)
+		log_warnx("http %s %s %s: bug: a second reply (%d) after %d, dropped", req->peer,
+		    req->head.method, req->path != NULL ? req->path : "", status, req->status);
+	req->reply_bug = 1;
+	return 1;
+}
+
 void
 http_reply(struct http_req *req, int status, const char *ctype, const void *body, size_t len)
 {
-	if (req->resp != RESP_NONE)
+	if (req_replied(req, status))
 		return;
 	req->routed = 1;
 	if (req->conn == NULL) {
 		req->resp = RESP_ENDED;
+		req->status = status;
 		return;
 	}
 	write_head(req, status, ctype, status == 204 || status == 304 ? -1 : (int64_t)len);
@@ -412,7 +431,13 @@ http_reply_json(struct http_req *req, int status, json_t *json)
 
 	json_decref(json);
 	if (text == NULL) {
-		http_reply(req, 500, "application/json", "{}", 2);
+		/* json_pack refused a value (a string that is not UTF-8): a bug upstream. */
+		static const char err[] = "{\"error\":{\"code\":\"internal\",\"message\":"
+		    "\"the answer could not be encoded as JSON\"}}";
+		if (req->resp == RESP_NONE)
+			log_warnx("http %s %s %s: bug: a %d answer could not be encoded as JSON",
+			    req->peer, req->head.method, req->path != NULL ? req->path : "", status);
+		http_reply(req, 500, "application/json", err, sizeof(err) - 1);
 		return;
 	}
 	http_reply(req, status, "application/json", text, strlen(text));
@@ -437,10 +462,11 @@ http_reply_error(struct http_req *req, int status, const char *code, const char 
 void
 http_reply_start(struct http_req *req, int status, const char *ctype)
 {
-	if (req->resp != RESP_NONE)
+	if (req_replied(req, status))
 		return;
 	req->routed = 1;
 	req->resp = RESP_STREAMING;
+	req->status = status;
 	if (req->conn == NULL)
 		return;
 	/* HTTP/1.0 has no chunked encoding: the end of the body is the close. */

@@ -137,7 +137,11 @@ void http_req_ref(struct http_req *req);
 void http_req_unref(struct http_req *req);
 int http_req_closed(const struct http_req *req);
 
-/* Responses. Headers added before the reply starts. */
+/*
+ * Responses. Headers added before the reply starts. A request is answered
+ * once: http_reply* after the first reply started is a handler bug, logged
+ * once and dropped (never a second response on the wire).
+ */
 void http_req_add_header(struct http_req *req, const char *name, const char *value);
 void http_reply(struct http_req *req, int status, const char *content_type,
     const void *body, size_t len);

@@ -129,7 +129,22 @@ router(struct http_req *req, void *arg)
 		st->ev = evtimer_new(base, sse_tick, st);
 		http_sse_start(req);
 		event_add(st->ev, &tv);
-	} else if (strcmp(p, "/stop") == 0) {
+	} else if (strcmp(p, "/twice") == 0) {
+		/* A buggy handler: every reply after the first must be dropped. */
+		http_reply(req, 200, "text/plain", "one", 3);
+		http_reply_error(req, 500, "internal", "two");
+		http_reply_start(req, 201, "text/plain");
+		http_reply_chunk(req, "three", 5);
+		http_reply_end(req);
+	} else if (strcmp(p, "/twice-stream") == 0) {
+		http_reply_start(req, 200, "text/plain");
+		http_reply_chunk(req, "one", 3);
+		http_reply(req, 500, "text/plain", "two", 3);
+		http_reply_end(req);
+	} else if (strcmp(p, "/notjson") == 0)
+		/* json_pack refuses a non-UTF-8 string: NULL reaches the reply. */
+		http_reply_json(req, 200, json_pack("{s:s}", "m", "\xff"));
+	else if (strcmp(p, "/stop") == 0) {
 		http_reply(req, 204, NULL, NULL, 0);
 		event_base_loopexit(base, NULL);
 	} else
@@ -590,6 +605,31 @@ client(void *arg)
 	free(chunk);
 	r = read_until(fd, "}", 1);
 	CHECK(strstr(r, "201 Created") != NULL && strstr(r, "\"bytes\":8388608") != NULL);
+	free(r);
+	close(fd);
+
+	/* One reply per request, however often a handler tries; the next request is intact. */
+	fd = dial();
+	const char *twice = "GET /twice HTTP/1.1\r\nHost: t\r\n\r\n"
+	    "GET /twice-stream HTTP/1.1\r\nHost: t\r\n\r\n"
+	    "GET /notjson HTTP/1.1\r\nHost: t\r\n\r\n"
+	    "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+	send_all(fd, twice, strlen(twice));
+	r = read_until(fd, "\r\n\r\nhi", 1);
+	{
+		int heads = 0;
+		for (const char *q = r; (q = strstr(q, "HTTP/1.1 ")) != NULL; q++)
+			heads++;
+		CHECK(heads == 4);
+		CHECK(strstr(r, "Content-Length: 3\r\n\r\none") != NULL);
+		CHECK(strstr(r, "two") == NULL && strstr(r, "three") == NULL);
+		CHECK(strstr(r, "201") == NULL);
+		CHECK(strstr(r, "3\r\none\r\n0\r\n\r\n") != NULL);
+		/* Not an empty "{}": the one error shape, with a cause. */
+		CHECK(strstr(r, "500 Internal Server Error") != NULL &&
+		    strstr(r, "\"code\":\"internal\"") != NULL && strstr(r, "\r\n\r\n{}") == NULL);
+		CHECK(strstr(r, "\r\n\r\nhi") != NULL);
+	}
 	free(r);
 	close(fd);
 
