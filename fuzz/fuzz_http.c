@@ -21,7 +21,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct http_head h;
 	struct http_body b;
 	const char *p = (const char *)data;
-	char *cause = NULL, *path, *query, *v;
+	struct http_query q;
+	char *cause = NULL, *path, *query;
 	size_t consumed;
 	ssize_t n;
 	int status;
@@ -31,8 +32,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		http_body_init(&b, &h, 1 << 20);
 		(void)http_body_feed(&b, p + n, size - (size_t)n, &consumed, discard, NULL, &cause);
 		if (http_split_target(h.target, &path, &query) == 0) {
-			if ((v = http_query_get(query, "path")) != NULL)
-				free(v);
+			if (http_query_parse(query, &q, &cause) == 0) {
+				(void)http_query_value(&q, "path");
+				http_query_free(&q);
+			}
 			free(path);
 			free(query);
 		}

@@ -4,7 +4,16 @@ Run after changing the API; the daemon embeds the file at build time."""
 import json, os, sys
 
 def ref(name): return {"$ref": f"#/components/schemas/{name}"}
-def body(schema): return {"required": True, "content": {"application/json": {"schema": schema}}}
+def body(schema, required=True): return {"required": required, "content": {"application/json": {"schema": schema}}}
+# A request object: the server refuses any other field (and null for any of these).
+def obj(props, required=()):
+    o = {"type": "object", "additionalProperties": False, "properties": props}
+    if required: o["required"] = list(required)
+    return o
+def intq(name, lo, hi, default=None):
+    s = {"type": "integer", "minimum": lo, "maximum": hi}
+    if default is not None: s["default"] = default
+    return {"name": name, "in": "query", "schema": s}
 def ok(status, schema=None, ctype="application/json", desc="OK"):
     r = {"description": desc}
     if schema is not None:
@@ -13,7 +22,10 @@ def ok(status, schema=None, ctype="application/json", desc="OK"):
 def sse(desc): return ok(200, {"type": "string"}, "text/event-stream", desc)
 idp = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 pidp = {"name": "pid", "in": "path", "required": True, "schema": {"type": "integer"}}
-pathq = {"name": "path", "in": "query", "required": True, "schema": {"type": "string"}}
+pathq = {"name": "path", "in": "query", "required": True,
+         "schema": {"type": "string", "minLength": 1, "maxLength": 4096}}
+afterq = intq("after", 0, 9223372036854775807, 0)
+nobody = body(obj({}), required=False)   # pause, resume, suspend: no fields (yet)
 def op(summary, responses, params=None, req=None):
     o = {"summary": summary, "responses": responses}
     if params: o["parameters"] = params
@@ -23,7 +35,8 @@ def op(summary, responses, params=None, req=None):
 strmap = {"type": "object", "additionalProperties": {"type": "string"}}
 schemas = {
   "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
-      "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+      "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+      "field": {"type": "string", "description": "the body field, query parameter or path parameter the error is about, when there is one"}}}}},
   "Rate": {"type": "object", "additionalProperties": False, "properties": {
       "rps": {"type": "number", "minimum": 0}, "bps": {"type": "number", "minimum": 0}}},
   "Rule": {"oneOf": [
@@ -76,7 +89,8 @@ schemas = {
       "cmd": {"type": "array", "items": {"type": "string"}, "minItems": 1}, "env": strmap,
       "cwd": {"type": "string"}, "user": {"type": "string", "enum": ["user", "root"]},
       "stdin": {"type": "boolean"}, "timeout_s": {"type": "integer"},
-      "pty": {"type": "object", "properties": {"cols": {"type": "integer"}, "rows": {"type": "integer"}}}}},
+      "pty": obj({"cols": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 80},
+                  "rows": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 24}})}},
   "Entry": {"type": "object", "properties": {"name": {"type": "string"}, "path": {"type": "string"},
       "type": {"type": "string", "enum": ["file", "dir", "symlink"]}, "size": {"type": "integer"},
       "mode": {"type": "integer"}, "mtime": {"type": "string"}}},
@@ -121,41 +135,55 @@ paths = {
     "post": op("Create a sandbox", ok(201, ref("Sandbox")), req=body(ref("NewSandbox"))),
     "get": op("List sandboxes", ok(200, {"type": "object", "properties": {"sandboxes": {"type": "array",
         "items": ref("Sandbox")}, "next": {"type": "string", "nullable": True}}}),
-        [{"name": n, "in": "query", "schema": {"type": t}} for n, t in
-         (("state", "string"), ("metadata", "string"), ("limit", "integer"), ("after", "string"))])},
+        [{"name": "state", "in": "query", "schema": {"type": "string", "description":
+          "comma-separated: creating, running, paused, suspending, suspended, resuming, deleting, failed"}},
+         {"name": "metadata", "in": "query", "schema": {"type": "string"}},
+         intq("limit", 1, 1000, 100), {"name": "after", "in": "query", "schema": {"type": "string"}}])},
   sb: {"get": op("Get a sandbox", ok(200, ref("Sandbox")), [idp]),
        "patch": op("Change timeouts, metadata or the network policy (live)", ok(200, ref("Sandbox")), [idp], body(ref("PatchSandbox"))),
        "delete": op("Delete a sandbox", ok(204), [idp])},
-  sb + "/pause": {"post": op("Pause (memory resident)", ok(200, ref("Sandbox")), [idp])},
-  sb + "/resume": {"post": op("Resume from paused or suspended", ok(200, ref("Sandbox")), [idp])},
-  sb + "/suspend": {"post": op("Suspend to disk", ok(200, ref("Sandbox")), [idp])},
+  sb + "/pause": {"post": op("Pause (memory resident)", ok(200, ref("Sandbox")), [idp], nobody)},
+  sb + "/resume": {"post": op("Resume from paused or suspended", ok(200, ref("Sandbox")), [idp], nobody)},
+  sb + "/suspend": {"post": op("Suspend to disk", ok(200, ref("Sandbox")), [idp], nobody)},
   sb + "/exec": {"post": op("Run a command; SSE start/stdout/stderr/exit", sse("exec events"), [idp], body(ref("Exec")))},
   sb + "/processes": {"get": op("List processes", ok(200, {"type": "object"}), [idp])},
   sb + "/processes/{pid}/stream": {"get": op("Reattach to a process", sse("exec events"), [idp, pidp])},
-  sb + "/processes/{pid}/stdin": {"post": op("Send stdin", ok(204), [idp, pidp], body({"type": "object"}))},
-  sb + "/processes/{pid}/signal": {"post": op("Send a signal", ok(204), [idp, pidp], body({"type": "object"}))},
-  sb + "/processes/{pid}/resize": {"post": op("Resize the PTY", ok(204), [idp, pidp], body({"type": "object"}))},
+  sb + "/processes/{pid}/stdin": {"post": op("Send stdin (exactly one of data, eof)", ok(204), [idp, pidp],
+      body(obj({"data": {"type": "string", "format": "byte"}, "eof": {"type": "boolean"}})))},
+  sb + "/processes/{pid}/signal": {"post": op("Send a signal", ok(204), [idp, pidp],
+      body(obj({"signal": {"type": "string", "enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"]}}, ["signal"])))},
+  sb + "/processes/{pid}/resize": {"post": op("Resize the PTY", ok(204), [idp, pidp],
+      body(obj({"cols": {"type": "integer", "minimum": 1, "maximum": 1000},
+                "rows": {"type": "integer", "minimum": 1, "maximum": 1000}})))},
   sb + "/files": {"get": op("Download a file", ok(200, {"type": "string", "format": "binary"}, "application/octet-stream"), [idp, pathq]),
-                  "put": op("Upload a file (streamed)", ok(201, {"type": "object"}), [idp, pathq],
+                  "put": op("Upload a file (streamed)", ok(201, {"type": "object"}), [idp, pathq,
+                            {"name": "mode", "in": "query", "schema": {"type": "string", "pattern": "^[0-7]{1,5}$",
+                             "description": "octal permission bits, at most 07777"}}],
                             {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}})},
-  sb + "/files/list": {"get": op("List a directory", ok(200, {"type": "object"}), [idp, pathq])},
+  sb + "/files/list": {"get": op("List a directory", ok(200, {"type": "object"}), [idp, pathq, intq("depth", 1, 64, 1)])},
   sb + "/files/stat": {"get": op("Stat a path", ok(200, ref("Entry")), [idp, pathq])},
-  sb + "/files/mkdir": {"post": op("Make a directory", ok(201, ref("Entry")), [idp], body({"type": "object"}))},
-  sb + "/files/move": {"post": op("Move a path", ok(200, ref("Entry")), [idp], body({"type": "object"}))},
-  sb + "/files/remove": {"post": op("Remove a path", ok(204), [idp], body({"type": "object"}))},
-  sb + "/files/watch": {"get": op("Watch a directory", sse("fs events"), [idp, pathq])},
-  sb + "/events": {"get": op("Lifecycle events of one sandbox", sse("events"), [idp])},
+  sb + "/files/mkdir": {"post": op("Make a directory", ok(201, ref("Entry")), [idp],
+      body(obj({"path": {"type": "string"}}, ["path"])))},
+  sb + "/files/move": {"post": op("Move a path", ok(200, ref("Entry")), [idp],
+      body(obj({"from": {"type": "string"}, "to": {"type": "string"}}, ["from", "to"])))},
+  sb + "/files/remove": {"post": op("Remove a path", ok(204), [idp], body(obj({"path": {"type": "string"},
+      "recursive": {"type": "boolean", "default": True,
+                    "description": "false: one file or empty directory (a non-empty one is a 409)"}}, ["path"])))},
+  sb + "/files/watch": {"get": op("Watch a directory", sse("fs events"), [idp, pathq,
+      {"name": "recursive", "in": "query", "schema": {"type": "boolean", "default": False}}])},
+  sb + "/events": {"get": op("Lifecycle events of one sandbox", sse("events"), [idp, afterq])},
   sb + "/logs": {"get": op("Serial console, escaped (NUL, ESC, other controls and invalid UTF-8 as \\xNN)",
-      ok(200, {"type": "string"}, "text/plain"),
-      [idp, {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 1,
-                                                        "maximum": 4194304, "default": 65536}}])},
+      ok(200, {"type": "string"}, "text/plain"), [idp, intq("tail", 1, 4194304, 65536)])},
   sb + "/metrics": {"get": op("Resource use", ok(200, {"type": "object"}), [idp])},
-  "/v1/events": {"get": op("Lifecycle events of every sandbox", sse("events"))},
+  "/v1/events": {"get": op("Lifecycle events of every sandbox", sse("events"), [afterq])},
   "/v1/templates": {"get": op("List templates", ok(200, {"type": "object"})),
-                    "post": op("Build a template; SSE progress", sse("progress"), req=body({"type": "object"}))},
+                    "post": op("Build a template; the recipe is checked whole first (400), then SSE progress",
+                               sse("progress"), req=body(obj({"name": {"type": "string"}, "recipe": {"type": "object",
+                               "description": "a recipe (docs/templates.md), without files"}}, ["name", "recipe"])))},
   "/v1/templates/{name}": {"delete": op("Delete a template", ok(204), [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}])},
   "/v1/keys": {"get": op("List API keys", ok(200, {"type": "object"})),
-               "post": op("Create an API key", ok(201, ref("Key")), req=body({"type": "object"}))},
+               "post": op("Create an API key", ok(201, ref("Key")), req=body(obj({"name": {"type": "string"},
+                   "project": {"type": "string"}, "role": {"type": "string", "enum": ["user", "admin"]}}, ["name"])))},
   "/v1/keys/{id}": {"delete": op("Delete an API key", ok(204), [idp])},
   "/v1/audit": {"get": op("Egress gateway decisions, newest first", ok(200, {"type": "object", "properties": {
       "records": {"type": "array", "items": ref("AuditRecord")},
@@ -182,7 +210,8 @@ for p, ops in paths.items():
         for o in ops.values():
             o["responses"]["503"] = unavailable
 doc = {"openapi": "3.0.3", "info": {"title": "airlock", "version": "1",
-       "description": "Self-hosted microVM sandboxes. See docs/api.md."},
+       "description": "Self-hosted microVM sandboxes. See docs/api.md. Input is strict: unknown body "
+       "fields, unknown query parameters, null values and malformed query values are a 400 naming them."},
        "servers": [{"url": "http://127.0.0.1:7070"}],
        "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
        "security": [{"bearer": []}], "paths": paths}

@@ -1,4 +1,5 @@
 /* Routing, authentication and the call lifecycle of the REST API. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,54 +25,110 @@ enum {
 };
 
 struct api_route {
-	const char	*method;
-	const char	*pattern;	/* ':' segments match one path segment */
-	api_handler	 handler;
-	int		 flags;
+	const char		*method;
+	const char		*pattern;	/* ":name" segments match one path segment */
+	api_handler		 handler;
+	int			 flags;
+	const struct api_qparam	*query;		/* accepted query parameters; NULL: none */
+};
+
+static const char *const q_states[] = { "creating", "running", "paused", "suspending",
+	"suspended", "resuming", "deleting", "failed", NULL };
+static const char *const q_scopes[] = { "global", "project", "sandbox", NULL };
+static const char *const q_decisions[] = { "allow", "deny", NULL };
+static const char *const q_kinds[] = { "dns", "tls", "http", "l4", NULL };
+
+static const struct api_qparam q_sandboxes[] = {
+	{ "state", API_Q_ENUMLIST, 0, 0, 0, q_states },
+	{ "metadata", API_Q_STR, 0, 1, 65536, NULL },
+	{ "limit", API_Q_INT, 0, 1, 1000, NULL },
+	{ "after", API_Q_STR, 0, 1, STORE_ID_MAX - 1, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_secret[] = {
+	{ "scope", API_Q_ENUM, 0, 0, 0, q_scopes },
+	{ "sandbox", API_Q_STR, 0, 1, STORE_ID_MAX - 1, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_audit[] = {
+	{ "sandbox", API_Q_STR, 0, 1, STORE_ID_MAX - 1, NULL },
+	{ "decision", API_Q_ENUM, 0, 0, 0, q_decisions },
+	{ "kind", API_Q_ENUM, 0, 0, 0, q_kinds },
+	{ "since", API_Q_STR, 0, 1, 64, NULL },
+	{ "until", API_Q_STR, 0, 1, 64, NULL },
+	{ "limit", API_Q_INT, 0, 1, 1000, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_events[] = {
+	{ "after", API_Q_INT, 0, 0, INT64_MAX, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_logs[] = {
+	{ "tail", API_Q_INT, 0, 1, API_LOG_TAIL_MAX, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_path[] = {
+	{ "path", API_Q_STR, 1, 1, API_FILES_PATH_MAX, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_put[] = {
+	{ "path", API_Q_STR, 1, 1, API_FILES_PATH_MAX, NULL },
+	{ "mode", API_Q_STR, 0, 1, 5, NULL },	/* octal, checked by the handler */
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_list[] = {
+	{ "path", API_Q_STR, 1, 1, API_FILES_PATH_MAX, NULL },
+	{ "depth", API_Q_INT, 0, 1, 64, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_watch[] = {
+	{ "path", API_Q_STR, 1, 1, API_FILES_PATH_MAX, NULL },
+	{ "recursive", API_Q_BOOL, 0, 0, 0, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
 };
 
 static const struct api_route api_routes[] = {
-	{ "GET", "/healthz", api_system_healthz, R_NOAUTH },
-	{ "GET", "/metrics", api_system_metrics, R_NOAUTH },
-	{ "GET", "/v1/openapi.json", api_system_openapi, R_NOAUTH },
-	{ "POST", "/v1/keys", api_keys_create, R_ADMIN | R_JSON },
-	{ "GET", "/v1/keys", api_keys_list, R_ADMIN },
-	{ "DELETE", "/v1/keys/:", api_keys_delete, R_ADMIN },
-	{ "PUT", "/v1/secrets/:", api_secrets_put, R_JSON },
-	{ "GET", "/v1/secrets", api_secrets_list, 0 },
-	{ "GET", "/v1/secrets/:", api_secrets_get, 0 },
-	{ "DELETE", "/v1/secrets/:", api_secrets_delete, 0 },
-	{ "GET", "/v1/audit", api_audit_list, 0 },
-	{ "GET", "/v1/templates", api_templates_list, 0 },
-	{ "POST", "/v1/templates", api_templates_build, R_ADMIN | R_JSON },
-	{ "DELETE", "/v1/templates/:", api_templates_delete, R_ADMIN },
-	{ "GET", "/v1/events", api_events_stream, 0 },
-	{ "GET", "/v1/sandboxes/:/events", api_events_stream, 0 },
-	{ "POST", "/v1/sandboxes", api_sandboxes_create, R_JSON_OPT },
-	{ "GET", "/v1/sandboxes", api_sandboxes_list, 0 },
-	{ "GET", "/v1/sandboxes/:", api_sandboxes_get, 0 },
-	{ "PATCH", "/v1/sandboxes/:", api_sandboxes_patch, R_JSON },
-	{ "DELETE", "/v1/sandboxes/:", api_sandboxes_delete, 0 },
-	{ "POST", "/v1/sandboxes/:/pause", api_sandboxes_pause, R_JSON_OPT },
-	{ "POST", "/v1/sandboxes/:/resume", api_sandboxes_resume, R_JSON_OPT },
-	{ "POST", "/v1/sandboxes/:/suspend", api_sandboxes_suspend, R_JSON_OPT },
-	{ "GET", "/v1/sandboxes/:/logs", api_sandboxes_logs, 0 },
-	{ "GET", "/v1/sandboxes/:/metrics", api_sandboxes_metrics, 0 },
-	{ "POST", "/v1/sandboxes/:/exec", api_exec_start, R_JSON },
-	{ "GET", "/v1/sandboxes/:/processes", api_exec_list, 0 },
-	{ "GET", "/v1/sandboxes/:/processes/:/stream", api_exec_stream, 0 },
-	{ "POST", "/v1/sandboxes/:/processes/:/stdin", api_exec_stdin, R_JSON },
-	{ "POST", "/v1/sandboxes/:/processes/:/signal", api_exec_signal, R_JSON },
-	{ "POST", "/v1/sandboxes/:/processes/:/resize", api_exec_resize, R_JSON },
-	{ "GET", "/v1/sandboxes/:/files", api_files_get, 0 },
-	{ "PUT", "/v1/sandboxes/:/files", api_files_put, R_STREAM },
-	{ "GET", "/v1/sandboxes/:/files/list", api_files_list, 0 },
-	{ "GET", "/v1/sandboxes/:/files/stat", api_files_stat, 0 },
-	{ "POST", "/v1/sandboxes/:/files/mkdir", api_files_mkdir, R_JSON },
-	{ "POST", "/v1/sandboxes/:/files/move", api_files_move, R_JSON },
-	{ "POST", "/v1/sandboxes/:/files/remove", api_files_remove, R_JSON },
-	{ "GET", "/v1/sandboxes/:/files/watch", api_files_watch, 0 },
-	{ NULL, NULL, NULL, 0 }
+	{ "GET", "/healthz", api_system_healthz, R_NOAUTH, NULL },
+	{ "GET", "/metrics", api_system_metrics, R_NOAUTH, NULL },
+	{ "GET", "/v1/openapi.json", api_system_openapi, R_NOAUTH, NULL },
+	{ "POST", "/v1/keys", api_keys_create, R_ADMIN | R_JSON, NULL },
+	{ "GET", "/v1/keys", api_keys_list, R_ADMIN, NULL },
+	{ "DELETE", "/v1/keys/:id", api_keys_delete, R_ADMIN, NULL },
+	{ "PUT", "/v1/secrets/:name", api_secrets_put, R_JSON, NULL },
+	{ "GET", "/v1/secrets", api_secrets_list, 0, q_secret },
+	{ "GET", "/v1/secrets/:name", api_secrets_get, 0, q_secret },
+	{ "DELETE", "/v1/secrets/:name", api_secrets_delete, 0, q_secret },
+	{ "GET", "/v1/audit", api_audit_list, 0, q_audit },
+	{ "GET", "/v1/templates", api_templates_list, 0, NULL },
+	{ "POST", "/v1/templates", api_templates_build, R_ADMIN | R_JSON, NULL },
+	{ "DELETE", "/v1/templates/:name", api_templates_delete, R_ADMIN, NULL },
+	{ "GET", "/v1/events", api_events_stream, 0, q_events },
+	{ "GET", "/v1/sandboxes/:id/events", api_events_stream, 0, q_events },
+	{ "POST", "/v1/sandboxes", api_sandboxes_create, R_JSON_OPT, NULL },
+	{ "GET", "/v1/sandboxes", api_sandboxes_list, 0, q_sandboxes },
+	{ "GET", "/v1/sandboxes/:id", api_sandboxes_get, 0, NULL },
+	{ "PATCH", "/v1/sandboxes/:id", api_sandboxes_patch, R_JSON, NULL },
+	{ "DELETE", "/v1/sandboxes/:id", api_sandboxes_delete, 0, NULL },
+	{ "POST", "/v1/sandboxes/:id/pause", api_sandboxes_pause, R_JSON_OPT, NULL },
+	{ "POST", "/v1/sandboxes/:id/resume", api_sandboxes_resume, R_JSON_OPT, NULL },
+	{ "POST", "/v1/sandboxes/:id/suspend", api_sandboxes_suspend, R_JSON_OPT, NULL },
+	{ "GET", "/v1/sandboxes/:id/logs", api_sandboxes_logs, 0, q_logs },
+	{ "GET", "/v1/sandboxes/:id/metrics", api_sandboxes_metrics, 0, NULL },
+	{ "POST", "/v1/sandboxes/:id/exec", api_exec_start, R_JSON, NULL },
+	{ "GET", "/v1/sandboxes/:id/processes", api_exec_list, 0, NULL },
+	{ "GET", "/v1/sandboxes/:id/processes/:pid/stream", api_exec_stream, 0, NULL },
+	{ "POST", "/v1/sandboxes/:id/processes/:pid/stdin", api_exec_stdin, R_JSON, NULL },
+	{ "POST", "/v1/sandboxes/:id/processes/:pid/signal", api_exec_signal, R_JSON, NULL },
+	{ "POST", "/v1/sandboxes/:id/processes/:pid/resize", api_exec_resize, R_JSON, NULL },
+	{ "GET", "/v1/sandboxes/:id/files", api_files_get, 0, q_path },
+	{ "PUT", "/v1/sandboxes/:id/files", api_files_put, R_STREAM, q_put },
+	{ "GET", "/v1/sandboxes/:id/files/list", api_files_list, 0, q_list },
+	{ "GET", "/v1/sandboxes/:id/files/stat", api_files_stat, 0, q_path },
+	{ "POST", "/v1/sandboxes/:id/files/mkdir", api_files_mkdir, R_JSON, NULL },
+	{ "POST", "/v1/sandboxes/:id/files/move", api_files_move, R_JSON, NULL },
+	{ "POST", "/v1/sandboxes/:id/files/remove", api_files_remove, R_JSON, NULL },
+	{ "GET", "/v1/sandboxes/:id/files/watch", api_files_watch, 0, q_watch },
+	{ NULL, NULL, NULL, 0, NULL }
 };
 
 static int64_t
@@ -91,15 +148,64 @@ api_elapsed(const struct api_call *c)
 	return (double)(now_ns() - c->start_ns) / 1e9;
 }
 
+static void
+api_call_unref(struct api_call *c)
+{
+	if (--c->refs > 0)
+		return;
+	http_req_unref(c->req);
+	json_decref(c->body);
+	http_query_free(&c->query);
+	free(c->err.message);
+	free(c->pbuf);
+	free(c);
+}
+
+/* A reply to a finished call is a bug in its handler: say so, send nothing. */
+static int
+api_call_finished(struct api_call *c, int status)
+{
+	if (!c->done)
+		return 0;
+	log_warnx("api %s %s: bug: reply %d after the call finished, dropped",
+	    http_req_method(c->req), c->route, status);
+	return 1;
+}
+
 void
 api_call_done(struct api_call *c)
 {
+	if (api_call_finished(c, 0))
+		return;
+	c->done = 1;
 	metrics_observe_request(c->api->metrics, c->route, http_req_method(c->req),
 	    api_elapsed(c));
-	http_req_unref(c->req);
-	json_decref(c->body);
-	free(c->pbuf);
-	free(c);
+	api_call_unref(c);
+}
+
+/* The one error reply: {"error":{"code","message","field"?}}, every string made UTF-8. */
+static void
+api_send_error(struct api_call *c, int status, const char *code, const char *field,
+    const char *msg)
+{
+	char *text = utf8_sanitize(msg != NULL ? msg : code);
+	json_t *err;
+
+	if (api_call_finished(c, status)) {
+		free(text);
+		return;
+	}
+	/* A 5xx is ours, never the client's: it must leave a trace with its cause. */
+	if (status >= 500)
+		log_warnx("api %s %s: %d %s", http_req_method(c->req), c->route, status, text);
+	metrics_count_error(c->api->metrics, status);
+	/* Messages may quote a guest (an agent's refusal): json_text keeps its bytes visible. */
+	err = json_pack("{s:s,s:o}", "code", code, "message", json_text(msg != NULL ? msg : code));
+	if (field != NULL && *field != '\0' && utf8_valid(field, strlen(field)))
+		json_object_set_new(err, "field", json_string(field));
+	http_reply_json(c->req, status, json_pack("{s:o}", "error", err));
+	free(text);
+	api_call_done(c);
 }
 
 void
@@ -112,20 +218,52 @@ api_error(struct api_call *c, int status, const char *code, const char *fmt, ...
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	if (status >= 500)
-		log_warnx("api %s %s: %d %s", http_req_method(c->req), http_req_path(c->req), status,
-		    msg ? msg : "");
-	metrics_count_error(c->api->metrics, status);
-	/* Messages may quote a guest (an agent's refusal): json_text keeps them valid JSON. */
-	http_reply_json(c->req, status, json_pack("{s:{s:s,s:o}}", "error", "code", code,
-	    "message", json_text(msg ? msg : code)));
+	api_send_error(c, status, code, NULL, msg);
 	free(msg);
-	api_call_done(c);
+}
+
+int
+api_fail(struct api_call *c, int status, const char *code, const char *field,
+    const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (c->err.status != 0)
+		return -1;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	c->err.status = status;
+	c->err.code = code;
+	snprintf(c->err.field, sizeof(c->err.field), "%s", field != NULL ? field : "");
+	c->err.message = msg;
+	return -1;
+}
+
+/*
+ * Run a handler with the call held. A check that failed recorded its error
+ * and the handler returned: this is the one reply for it.
+ */
+static void
+api_dispatch(struct api_call *c, api_handler handler)
+{
+	c->refs++;
+	if (handler != NULL && c->err.status == 0)
+		handler(c);
+	if (c->err.status != 0 && !c->done)
+		api_send_error(c, c->err.status, c->err.code, c->err.field, c->err.message);
+	api_call_unref(c);
 }
 
 void
 api_json(struct api_call *c, int status, json_t *body)
 {
+	if (api_call_finished(c, status)) {
+		json_decref(body);
+		return;
+	}
 	http_reply_json(c->req, status, body);
 	api_call_done(c);
 }
@@ -133,6 +271,8 @@ api_json(struct api_call *c, int status, json_t *body)
 void
 api_no_content(struct api_call *c)
 {
+	if (api_call_finished(c, 204))
+		return;
 	http_reply(c->req, 204, NULL, NULL, 0);
 	api_call_done(c);
 }
@@ -150,12 +290,21 @@ api_check_fields(struct api_call *c, json_t *obj, const char *where, const char 
 			if (strcmp(*a, key) == 0)
 				break;
 		if (*a == NULL) {
-			api_error(c, 400, "bad_request", "%s%sunknown field \"%s\"", where,
-			    *where ? ": " : "", key);
-			return -1;
+			char field[64];
+			snprintf(field, sizeof(field), "%s%s%s", where, *where ? "." : "", key);
+			return api_fail(c, 400, "bad_request", field, "%s%sunknown field \"%s\"",
+			    where, *where ? ": " : "", key);
 		}
 	}
 	return 0;
+}
+
+/* A field that is there but null: refused, since leaving it out is how to say "default". */
+static int
+api_null(struct api_call *c, const char *field)
+{
+	return api_fail(c, 400, "bad_request", field, "%s: must not be null (leave the field "
+	    "out for the default)", field);
 }
 
 int
@@ -165,22 +314,18 @@ api_get_string(struct api_call *c, json_t *obj, const char *field, int required,
 	json_t *v = json_object_get(obj, field);
 
 	*out = NULL;
-	if (v == NULL || json_is_null(v)) {
-		if (required) {
-			api_error(c, 400, "bad_request", "%s: required", field);
-			return -1;
-		}
+	if (v == NULL) {
+		if (required)
+			return api_fail(c, 400, "bad_request", field, "%s: required", field);
 		return 0;
 	}
-	if (!json_is_string(v)) {
-		api_error(c, 400, "bad_request", "%s: must be a string", field);
-		return -1;
-	}
-	if (json_string_length(v) > maxlen || strlen(json_string_value(v)) != json_string_length(v)) {
-		api_error(c, 400, "bad_request", "%s: must be at most %zu bytes, without NUL",
-		    field, maxlen);
-		return -1;
-	}
+	if (json_is_null(v))
+		return api_null(c, field);
+	if (!json_is_string(v))
+		return api_fail(c, 400, "bad_request", field, "%s: must be a string", field);
+	if (json_string_length(v) > maxlen || strlen(json_string_value(v)) != json_string_length(v))
+		return api_fail(c, 400, "bad_request", field, "%s: must be at most %zu bytes, "
+		    "without NUL", field, maxlen);
 	*out = json_string_value(v);
 	return 0;
 }
@@ -192,16 +337,15 @@ api_get_int(struct api_call *c, json_t *obj, const char *field, long long min, l
 	json_t *v = json_object_get(obj, field);
 
 	*out = def;
-	if (v == NULL || json_is_null(v))
+	if (v == NULL)
 		return 0;
-	if (!json_is_integer(v)) {
-		api_error(c, 400, "bad_request", "%s: must be an integer", field);
-		return -1;
-	}
-	if (json_integer_value(v) < min || json_integer_value(v) > max) {
-		api_error(c, 400, "bad_request", "%s: must be in %lld..%lld", field, min, max);
-		return -1;
-	}
+	if (json_is_null(v))
+		return api_null(c, field);
+	if (!json_is_integer(v))
+		return api_fail(c, 400, "bad_request", field, "%s: must be an integer", field);
+	if (json_integer_value(v) < min || json_integer_value(v) > max)
+		return api_fail(c, 400, "bad_request", field, "%s: must be in %lld..%lld", field,
+		    min, max);
 	*out = json_integer_value(v);
 	return 0;
 }
@@ -212,12 +356,12 @@ api_get_bool(struct api_call *c, json_t *obj, const char *field, int def, int *o
 	json_t *v = json_object_get(obj, field);
 
 	*out = def;
-	if (v == NULL || json_is_null(v))
+	if (v == NULL)
 		return 0;
-	if (!json_is_boolean(v)) {
-		api_error(c, 400, "bad_request", "%s: must be true or false", field);
-		return -1;
-	}
+	if (json_is_null(v))
+		return api_null(c, field);
+	if (!json_is_boolean(v))
+		return api_fail(c, 400, "bad_request", field, "%s: must be true or false", field);
 	*out = json_is_true(v);
 	return 0;
 }
@@ -244,55 +388,178 @@ api_get_strmap(struct api_call *c, json_t *obj, const char *field, size_t maxkey
 	const char *k;
 
 	*out = NULL;
-	if (v == NULL || json_is_null(v)) {
+	if (v == NULL) {
 		*out = json_object();
 		return 0;
 	}
-	if (!json_is_object(v) || json_object_size(v) > maxkeys) {
-		api_error(c, 400, "bad_request", "%s: must be an object of at most %zu string values",
-		    field, maxkeys);
-		return -1;
-	}
+	if (json_is_null(v))
+		return api_null(c, field);
+	if (!json_is_object(v) || json_object_size(v) > maxkeys)
+		return api_fail(c, 400, "bad_request", field, "%s: must be an object of at most "
+		    "%zu string values", field, maxkeys);
 	json_object_foreach(v, k, x) {
-		if (env_keys && !env_key_ok(k)) {
-			api_error(c, 400, "bad_request", "%s: \"%s\" is not a valid variable name",
-			    field, k);
-			return -1;
-		}
-		if (strlen(k) > 256) {
-			api_error(c, 400, "bad_request", "%s: keys must be at most 256 bytes", field);
-			return -1;
-		}
+		if (env_keys && !env_key_ok(k))
+			return api_fail(c, 400, "bad_request", field, "%s: \"%s\" is not a valid "
+			    "variable name", field, k);
+		if (strlen(k) > 256)
+			return api_fail(c, 400, "bad_request", field, "%s: keys must be at most 256 "
+			    "bytes", field);
 		if (!json_is_string(x) || json_string_length(x) > 65536 ||
-		    strlen(json_string_value(x)) != json_string_length(x)) {
-			api_error(c, 400, "bad_request", "%s.%s: must be a string of at most 65536 "
-			    "bytes without NUL", field, k);
-			return -1;
-		}
+		    strlen(json_string_value(x)) != json_string_length(x))
+			return api_fail(c, 400, "bad_request", field, "%s.%s: must be a string of at "
+			    "most 65536 bytes without NUL", field, k);
 	}
 	*out = json_deep_copy(v);
 	return 0;
 }
 
-int
-api_query_int(struct api_call *c, const char *key, long long min, long long max, long long def,
-    long long *out)
+/* --- query parameters -------------------------------------------------- */
+
+/* Decimal, optionally negative, nothing else (no '+', spaces or hex), in range. */
+static int
+query_int_parse(const char *s, long long min, long long max, long long *out)
 {
-	char *v = http_req_query_get(c->req, key), *end;
+	const char *d = *s == '-' ? s + 1 : s;
+	char *end;
 	long long n;
 
-	*out = def;
-	if (v == NULL)
-		return 0;
-	n = strtoll(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || n < min || n > max) {
-		api_error(c, 400, "bad_request", "%s: must be an integer in %lld..%lld", key, min, max);
-		free(v);
+	if (*d == '\0' || strspn(d, "0123456789") != strlen(d))
 		return -1;
-	}
-	free(v);
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	if (errno == ERANGE || *end != '\0' || n < min || n > max)
+		return -1;
 	*out = n;
 	return 0;
+}
+
+static int
+query_in(const char *v, size_t len, const char *const *values)
+{
+	for (; *values != NULL; values++)
+		if (strlen(*values) == len && strncmp(*values, v, len) == 0)
+			return 1;
+	return 0;
+}
+
+static char *
+query_choices(const char *const *values)
+{
+	char *out = xstrdup(""), *t;
+
+	for (; *values != NULL; values++) {
+		xasprintf(&t, "%s%s%s", out, *out ? ", " : "", *values);
+		free(out);
+		out = t;
+	}
+	return out;
+}
+
+/* One value against its declaration; records a 400 naming it. */
+static int
+query_check_one(struct api_call *c, const struct api_qparam *q, const char *v)
+{
+	const char *p;
+	long long n;
+	size_t len;
+	char *choices;
+	int rc = 0;
+
+	switch (q->type) {
+	case API_Q_STR:
+		if ((long long)strlen(v) < q->min || (long long)strlen(v) > q->max)
+			return api_fail(c, 400, "bad_request", q->name, q->min > 0 ?
+			    "%s: must be 1..%lld bytes" : "%s: must be at most %lld bytes", q->name,
+			    q->max);
+		return 0;
+	case API_Q_INT:
+		if (query_int_parse(v, q->min, q->max, &n) == -1)
+			return api_fail(c, 400, "bad_request", q->name, "%s: must be an integer in "
+			    "%lld..%lld", q->name, q->min, q->max);
+		return 0;
+	case API_Q_BOOL:
+		if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+			return api_fail(c, 400, "bad_request", q->name, "%s: must be true or false",
+			    q->name);
+		return 0;
+	case API_Q_ENUM:
+		if (!query_in(v, strlen(v), q->values))
+			rc = -1;
+		break;
+	case API_Q_ENUMLIST:
+		for (p = v; rc == 0; p += len + 1) {
+			len = strcspn(p, ",");
+			if (!query_in(p, len, q->values))
+				rc = -1;
+			if (p[len] == '\0')
+				break;
+		}
+		break;
+	}
+	if (rc == -1) {
+		choices = query_choices(q->values);
+		api_fail(c, 400, "bad_request", q->name, q->type == API_Q_ENUM ?
+		    "%s: must be one of %s" : "%s: must be a comma-separated list of %s", q->name,
+		    choices);
+		free(choices);
+	}
+	return rc;
+}
+
+/* Parse the query strictly and check it against what the route accepts. */
+static int
+query_check(struct api_call *c, const struct api_qparam *spec)
+{
+	static const struct api_qparam none[] = { { NULL, 0, 0, 0, 0, NULL } };
+	const struct api_qparam *q;
+	char *cause = NULL;
+	size_t i;
+
+	if (http_query_parse(http_req_query(c->req), &c->query, &cause) == -1) {
+		api_fail(c, 400, "bad_request", NULL, "%s", cause);
+		free(cause);
+		return -1;
+	}
+	if (spec == NULL)
+		spec = none;
+	for (i = 0; i < c->query.n; i++) {
+		for (q = spec; q->name != NULL; q++)
+			if (strcmp(q->name, c->query.params[i].name) == 0)
+				break;
+		if (q->name == NULL)
+			return api_fail(c, 400, "bad_request", c->query.params[i].name,
+			    "%s: unknown query parameter", c->query.params[i].name);
+		if (query_check_one(c, q, c->query.params[i].value) == -1)
+			return -1;
+	}
+	for (q = spec; q->name != NULL; q++)
+		if (q->required && http_query_value(&c->query, q->name) == NULL)
+			return api_fail(c, 400, "bad_request", q->name, "%s: required query "
+			    "parameter", q->name);
+	return 0;
+}
+
+const char *
+api_query_str(const struct api_call *c, const char *name)
+{
+	return http_query_value(&c->query, name);
+}
+
+long long
+api_query_int(const struct api_call *c, const char *name, long long def)
+{
+	const char *v = http_query_value(&c->query, name);
+
+	/* Checked by query_check_one: digits in range. */
+	return v != NULL ? strtoll(v, NULL, 10) : def;
+}
+
+int
+api_query_bool(const struct api_call *c, const char *name, int def)
+{
+	const char *v = http_query_value(&c->query, name);
+
+	return v != NULL ? strcmp(v, "true") == 0 : def;
 }
 
 /* --- routing ----------------------------------------------------------- */
@@ -315,7 +582,7 @@ route_match(const char *pattern, const char *path, struct api_call *c)
 			c->params[np++] = buf + used;
 			used += n + 1;
 			s += n;
-			p++;
+			p += strcspn(p, "/");
 			continue;
 		}
 		if (*p != *s)
@@ -335,6 +602,28 @@ no:
 	return 0;
 }
 
+/*
+ * Path parameters end up in JSON (answers, events, the store): each must
+ * be UTF-8, or jansson refuses the answer that quotes it.
+ */
+static int
+params_check(struct api_call *c, const char *pattern)
+{
+	const char *p = pattern;
+	char name[32];
+	size_t i, n;
+
+	for (i = 0; i < API_PARAMS_MAX && c->params[i] != NULL; i++) {
+		p = strchr(p, ':') + 1;
+		n = strcspn(p, "/");
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		if (!utf8_valid(c->params[i], strlen(c->params[i])))
+			return api_fail(c, 400, "bad_request", name, "%s: path parameter is not "
+			    "valid UTF-8", name);
+	}
+	return 0;
+}
+
 static int
 api_authenticate(struct api_call *c, int flags)
 {
@@ -344,25 +633,44 @@ api_authenticate(struct api_call *c, int flags)
 
 	if (flags & R_NOAUTH)
 		return 0;
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0') {
-		api_error(c, 401, "unauthorized", "missing API key: send Authorization: Bearer <key>");
-		return -1;
-	}
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0')
+		return api_fail(c, 401, "unauthorized", NULL, "missing API key: send "
+		    "Authorization: Bearer <key>");
 	api_key_hash(h + 7, hash);
 	rc = store_key_find(c->api->store, hash, &c->key, &cause);
 	if (rc == -1) {
-		api_error(c, 500, "internal", "%s", cause);
+		api_fail(c, 500, "internal", NULL, "%s", cause);
 		free(cause);
 		return -1;
 	}
-	if (rc == 0) {
-		api_error(c, 401, "unauthorized", "unknown API key");
-		return -1;
+	if (rc == 0)
+		return api_fail(c, 401, "unauthorized", NULL, "unknown API key");
+	if ((flags & R_ADMIN) && strcmp(c->key.role, "admin") != 0)
+		return api_fail(c, 403, "forbidden", NULL, "this needs an admin key");
+	return 0;
+}
+
+/* The JSON body into c->body; records a 400 when it is not one object. */
+static int
+api_parse_body(struct api_call *c, int flags)
+{
+	json_error_t err;
+	size_t len;
+	const char *body = http_req_body(c->req, &len);
+
+	if (len == 0 && (flags & R_JSON_OPT)) {
+		c->body = json_object();
+		return 0;
 	}
-	if ((flags & R_ADMIN) && strcmp(c->key.role, "admin") != 0) {
-		api_error(c, 403, "forbidden", "this needs an admin key");
-		return -1;
-	}
+	if (len == 0)
+		return api_fail(c, 400, "bad_request", NULL, "a JSON object body is required");
+	c->body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+	/* jansson's excerpt may cut a character in two: api_send_error repairs it. */
+	if (c->body == NULL)
+		return api_fail(c, 400, "bad_request", NULL, "invalid JSON at line %d column %d: %s",
+		    err.line, err.column, err.text);
+	if (!json_is_object(c->body))
+		return api_fail(c, 400, "bad_request", NULL, "the body must be a JSON object");
 	return 0;
 }
 
@@ -371,34 +679,12 @@ api_body_ready(struct http_req *req, void *arg)
 {
 	struct api_call *c = arg;
 	const struct api_route *r = http_req_data(req);
-	json_error_t err;
-	size_t len;
-	const char *body = http_req_body(req, &len);
 
 	/* The body is in: from here on the handler owns c (and its own on_close). */
 	http_req_on_close(req, NULL, NULL);
-	if (!(r->flags & (R_JSON | R_JSON_OPT))) {
-		r->handler(c);
-		return;
-	}
-	if (len == 0 && (r->flags & R_JSON_OPT))
-		c->body = json_object();
-	else if (len == 0) {
-		api_error(c, 400, "bad_request", "a JSON object body is required");
-		return;
-	} else {
-		c->body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
-		if (c->body == NULL) {
-			api_error(c, 400, "bad_request", "invalid JSON at line %d column %d: %s",
-			    err.line, err.column, err.text);
-			return;
-		}
-		if (!json_is_object(c->body)) {
-			api_error(c, 400, "bad_request", "the body must be a JSON object");
-			return;
-		}
-	}
-	r->handler(c);
+	if (r->flags & (R_JSON | R_JSON_OPT))
+		(void)api_parse_body(c, r->flags);
+	api_dispatch(c, r->handler);
 }
 
 static void
@@ -416,72 +702,84 @@ content_type_json(const char *ct)
 	    ct[16] == ' ');
 }
 
-void
-api_router(struct http_req *req, void *arg)
+/* Route, authenticate and check what the head carries; NULL with c->err set if refused. */
+static const struct api_route *
+api_route_find(struct api_call *c)
 {
-	struct api *api = arg;
-	const struct api_route *r, *found = NULL;
-	struct api_call *c = xcalloc(1, sizeof(*c));
-	const char *method = http_req_method(req);
+	const char *method = http_req_method(c->req), *path = http_req_path(c->req);
+	const struct api_route *r;
 	int path_matched = 0;
 
-	c->api = api;
-	c->req = req;
-	c->start_ns = now_ns();
-	c->route = "unmatched";
-	http_req_ref(req);
 	for (r = api_routes; r->method != NULL; r++) {
-		if (!route_match(r->pattern, http_req_path(req), c))
+		if (!route_match(r->pattern, path, c))
 			continue;
 		path_matched = 1;
 		if (strcmp(r->method, method) == 0 ||
-		    (strcmp(method, "HEAD") == 0 && strcmp(r->method, "GET") == 0)) {
-			found = r;
+		    (strcmp(method, "HEAD") == 0 && strcmp(r->method, "GET") == 0))
 			break;
-		}
 	}
-	if (found == NULL) {
+	if (r->method == NULL) {
 		if (path_matched)
-			api_error(c, 405, "method_not_allowed", "%s is not allowed on %s", method,
-			    http_req_path(req));
+			api_fail(c, 405, "method_not_allowed", NULL, "%s is not allowed on %s", method,
+			    path);
 		else
-			api_error(c, 404, "not_found", "no route for %s", http_req_path(req));
-		return;
+			api_fail(c, 404, "not_found", NULL, "no route for %s", path);
+		return NULL;
 	}
-	c->route = found->pattern;
+	c->route = r->pattern;
 	/*
 	 * Routes open to clients without a key take no body: one would hold its
 	 * connection as a request in progress, which is never shed, for as long
 	 * as it trickles at the minimum rate (docs/security.md "Connection limits").
 	 */
-	if ((found->flags & R_NOAUTH) && (http_req_head(req)->chunked ||
-	    http_req_head(req)->content_length > 0)) {
-		api_error(c, 413, "too_large", "%s %s takes no request body", method,
-		    http_req_path(req));
-		return;
+	if ((r->flags & R_NOAUTH) && (http_req_head(c->req)->chunked ||
+	    http_req_head(c->req)->content_length > 0)) {
+		api_fail(c, 413, "too_large", NULL, "%s %s takes no request body", method, path);
+		return NULL;
 	}
-	if (api_authenticate(c, found->flags) == -1)
-		return;
-	/* Streaming handlers take the body themselves, as it arrives. */
-	if (found->flags & R_STREAM) {
-		found->handler(c);
-		return;
-	}
-	if (found->flags & (R_JSON | R_JSON_OPT)) {
-		const struct http_head *h = http_req_head(req);
+	if (api_authenticate(c, r->flags) == -1 || params_check(c, r->pattern) == -1 ||
+	    query_check(c, r->query) == -1)
+		return NULL;
+	if (r->flags & (R_JSON | R_JSON_OPT)) {
+		const struct http_head *h = http_req_head(c->req);
 		int has_body = h->chunked || h->content_length > 0;
-		if (has_body && !content_type_json(http_req_header(req, "content-type"))) {
-			api_error(c, 415, "unsupported_media_type",
+		if (has_body && !content_type_json(http_req_header(c->req, "content-type"))) {
+			api_fail(c, 415, "unsupported_media_type", NULL,
 			    "send the body as Content-Type: application/json");
-			return;
+			return NULL;
 		}
+	}
+	return r;
+}
+
+void
+api_router(struct http_req *req, void *arg)
+{
+	struct api *api = arg;
+	const struct api_route *r;
+	struct api_call *c = xcalloc(1, sizeof(*c));
+
+	c->api = api;
+	c->req = req;
+	c->start_ns = now_ns();
+	c->route = "unmatched";
+	c->refs = 1;		/* the reply's */
+	http_req_ref(req);
+	if ((r = api_route_find(c)) == NULL) {
+		api_dispatch(c, NULL);
+		return;
+	}
+	/* Streaming handlers take the body themselves, as it arrives. */
+	if (r->flags & R_STREAM) {
+		api_dispatch(c, r->handler);
+		return;
 	}
 	/*
 	 * Everything else runs once the (bounded) body is in, even when it is
 	 * empty. If it never arrives (client gone, over the limit, bad framing,
 	 * shutdown), the server has answered or nobody listens: just end c.
 	 */
-	http_req_set_data(req, (void *)found);
+	http_req_set_data(req, (void *)r);
 	http_req_on_close(req, api_body_abandoned, c);
 	http_req_buffer(req, HTTP_JSON_BODY_MAX, api_body_ready, c);
 }

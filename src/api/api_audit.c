@@ -42,9 +42,9 @@ struct audit_rd {
 
 /* What a call asks for; NULL/0 fields do not filter. */
 struct audit_q {
-	char		*sandbox;
-	char		*decision;
-	char		*kind;
+	const char	*sandbox;	/* the call's query values */
+	const char	*decision;
+	const char	*kind;
 	int64_t		 since;		/* unix ms, 0 = none */
 	int64_t		 until;
 	long long	 limit;
@@ -303,43 +303,31 @@ audit_scan(struct api_call *c, struct audit_q *q, json_t *out, char **cause)
 	return rc == -1 ? -1 : truncated;
 }
 
-/* The query string into q; replies 400/404 and returns -1 on a bad one. */
+/*
+ * The query into q; records 400/404 and returns -1 on a bad one. The router
+ * checked names, enums, lengths and the limit; the times are parsed here.
+ */
 static int
 audit_query(struct api_call *c, struct audit_q *q)
 {
-	char *since = NULL, *until = NULL;
-	int rc = -1;
+	const char *since = api_query_str(c, "since"), *until = api_query_str(c, "until");
 
-	if (api_query_int(c, "limit", 1, AUDIT_LIMIT_MAX, AUDIT_LIMIT_DEFAULT, &q->limit) == -1)
-		return -1;
-	q->sandbox = http_req_query_get(c->req, "sandbox");
-	q->decision = http_req_query_get(c->req, "decision");
-	q->kind = http_req_query_get(c->req, "kind");
-	since = http_req_query_get(c->req, "since");
-	until = http_req_query_get(c->req, "until");
-	if (q->decision != NULL && strcmp(q->decision, "allow") != 0 &&
-	    strcmp(q->decision, "deny") != 0)
-		api_error(c, 400, "bad_request", "decision: must be allow or deny");
-	else if (q->kind != NULL && strcmp(q->kind, "dns") != 0 && strcmp(q->kind, "tls") != 0 &&
-	    strcmp(q->kind, "http") != 0 && strcmp(q->kind, "l4") != 0)
-		api_error(c, 400, "bad_request", "kind: must be dns, tls, http or l4");
-	else if (q->sandbox != NULL && (*q->sandbox == '\0' || strlen(q->sandbox) >= STORE_ID_MAX))
-		api_error(c, 400, "bad_request", "sandbox: must be a sandbox id");
-	else if (since != NULL && audit_time_parse(since, &q->since) == -1)
-		api_error(c, 400, "bad_request", "since: must be an RFC 3339 time "
+	q->limit = api_query_int(c, "limit", AUDIT_LIMIT_DEFAULT);
+	q->sandbox = api_query_str(c, "sandbox");
+	q->decision = api_query_str(c, "decision");
+	q->kind = api_query_str(c, "kind");
+	if (since != NULL && audit_time_parse(since, &q->since) == -1)
+		return api_fail(c, 400, "bad_request", "since", "since: must be an RFC 3339 time "
 		    "(2026-11-30T08:00:00Z)");
-	else if (until != NULL && audit_time_parse(until, &q->until) == -1)
-		api_error(c, 400, "bad_request", "until: must be an RFC 3339 time "
+	if (until != NULL && audit_time_parse(until, &q->until) == -1)
+		return api_fail(c, 400, "bad_request", "until", "until: must be an RFC 3339 time "
 		    "(2026-11-30T08:00:00Z)");
-	else if (q->since != 0 && q->until != 0 && q->since > q->until)
-		api_error(c, 400, "bad_request", "since: must not be after until");
-	else if (q->visible != NULL && q->sandbox != NULL && !audit_visible(c, q, q->sandbox))
-		api_error(c, 404, "not_found", "sandbox \"%s\" not found", q->sandbox);
-	else
-		rc = 0;
-	free(since);
-	free(until);
-	return rc;
+	if (q->since != 0 && q->until != 0 && q->since > q->until)
+		return api_fail(c, 400, "bad_request", "since", "since: must not be after until");
+	if (q->visible != NULL && q->sandbox != NULL && !audit_visible(c, q, q->sandbox))
+		return api_fail(c, 404, "not_found", "sandbox", "sandbox \"%s\" not found",
+		    q->sandbox);
+	return 0;
 }
 
 void
@@ -365,8 +353,5 @@ api_audit_list(struct api_call *c)
 			api_json(c, 200, json_pack("{s:o}", "records", recs));
 	}
 	free(cause);
-	free(q.sandbox);
-	free(q.decision);
-	free(q.kind);
 	json_decref(q.visible);
 }

@@ -103,12 +103,10 @@ api_events_stream(struct api_call *c)
 	struct store_event *ev = NULL;
 	struct api_sub *s;
 	char *cause = NULL;
-	long long after;
+	long long after = api_query_int(c, "after", 0);
 	size_t n = 0, i;
 	const char *sandbox = c->params[0];
 
-	if (api_query_int(c, "after", 0, INT64_MAX, 0, &after) == -1)
-		return;
 	if (sandbox != NULL) {
 		struct store_sandbox sb;
 		int rc = store_sandbox_get(c->api->store, sandbox, &sb, &cause);

@@ -94,10 +94,8 @@ get_user(struct api_call *c, json_t *obj, const char **user)
 		return -1;
 	if (*user == NULL)
 		*user = "user";
-	if (strcmp(*user, "user") != 0 && strcmp(*user, "root") != 0) {
-		api_error(c, 400, "bad_request", "user: must be \"user\" or \"root\"");
-		return -1;
-	}
+	if (strcmp(*user, "user") != 0 && strcmp(*user, "root") != 0)
+		return api_fail(c, 400, "bad_request", "user", "user: must be \"user\" or \"root\"");
 	return 0;
 }
 
@@ -109,7 +107,7 @@ running_sandbox(struct api_call *c)
 	if (sb != NULL && sb_agent(sb) == NULL) {
 		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
 
-		api_error(c, 503, "unavailable", "%s", why);
+		api_fail(c, 503, "unavailable", NULL, "%s", why);
 		free(why);
 		return NULL;
 	}
@@ -118,58 +116,68 @@ running_sandbox(struct api_call *c)
 	return sb;
 }
 
+/* pty: {cols, rows}, each 1..1000 (80x24 when left out). */
+static int
+get_pty(struct api_call *c, json_t *pty, long long *cols, long long *rows)
+{
+	static const char *const pty_fields[] = { "cols", "rows", NULL };
+
+	if (!json_is_object(pty))
+		return api_fail(c, 400, "bad_request", "pty", "pty: must be an object {cols, rows}%s",
+		    json_is_null(pty) ? ", not null (leave it out for no terminal)" : "");
+	if (api_check_fields(c, pty, "pty", pty_fields) == -1 ||
+	    api_get_int(c, pty, "cols", 1, 1000, 80, cols) == -1 ||
+	    api_get_int(c, pty, "rows", 1, 1000, 24, rows) == -1)
+		return -1;
+	return 0;
+}
+
+/* cmd: the argv, a non-empty array of strings without NUL (argv[0] not empty). */
+static int
+get_cmd(struct api_call *c, json_t *cmd)
+{
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
+	    json_array_size(cmd) > EXEC_ARGS_MAX)
+		return api_fail(c, 400, "bad_request", "cmd", "cmd: must be a non-empty array of "
+		    "strings (argv)");
+	json_array_foreach(cmd, i, v) {
+		if (!json_is_string(v) || json_string_length(v) > EXEC_ARG_MAX ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    (i == 0 && json_string_length(v) == 0))
+			return api_fail(c, 400, "bad_request", "cmd", "cmd[%zu]: must be a string "
+			    "without NUL (at most %d bytes)", i, EXEC_ARG_MAX);
+	}
+	return 0;
+}
+
 void
 api_exec_start(struct api_call *c)
 {
 	static const char *const fields[] = { "cmd", "env", "cwd", "user", "stdin", "pty",
 	    "timeout_s", NULL };
-	static const char *const pty_fields[] = { "cols", "rows", NULL };
-	json_t *cmd, *env = NULL, *args, *proc, *body, *pty, *v;
+	json_t *cmd, *env = NULL, *args, *proc, *body, *pty;
 	const char *cwd, *user;
-	long long timeout, cols, rows;
+	long long timeout, cols = 0, rows = 0;
 	struct sandbox *sb;
 	int want_stdin;
 	size_t i;
 
 	if ((sb = running_sandbox(c)) == NULL)
 		return;
-	if (api_check_fields(c, c->body, "", fields) == -1)
-		return;
 	cmd = json_object_get(c->body, "cmd");
-	if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
-	    json_array_size(cmd) > EXEC_ARGS_MAX) {
-		api_error(c, 400, "bad_request", "cmd: must be a non-empty array of strings (argv)");
-		return;
-	}
-	json_array_foreach(cmd, i, v) {
-		if (!json_is_string(v) || json_string_length(v) > EXEC_ARG_MAX ||
-		    strlen(json_string_value(v)) != json_string_length(v) ||
-		    (i == 0 && json_string_length(v) == 0)) {
-			api_error(c, 400, "bad_request", "cmd[%zu]: must be a string without NUL "
-			    "(at most %d bytes)", i, EXEC_ARG_MAX);
-			return;
-		}
-	}
-	if (api_get_string(c, c->body, "cwd", 0, 4096, &cwd) == -1 || get_user(c, c->body, &user) == -1 ||
+	pty = json_object_get(c->body, "pty");
+	/* Each check records its error and we return: the caller sends the one reply. */
+	if (api_check_fields(c, c->body, "", fields) == -1 || get_cmd(c, cmd) == -1 ||
+	    api_get_string(c, c->body, "cwd", 0, 4096, &cwd) == -1 ||
+	    get_user(c, c->body, &user) == -1 ||
 	    api_get_bool(c, c->body, "stdin", 0, &want_stdin) == -1 ||
 	    api_get_int(c, c->body, "timeout_s", 0, 30L * 86400, 0, &timeout) == -1 ||
+	    (pty != NULL && get_pty(c, pty, &cols, &rows) == -1) ||
 	    api_get_strmap(c, c->body, "env", 256, 1, &env) == -1)
 		return;
-	pty = json_object_get(c->body, "pty");
-	if (pty != NULL && !json_is_null(pty)) {
-		if (!json_is_object(pty) || api_check_fields(c, pty, "pty", pty_fields) == -1) {
-			if (!json_is_object(pty))
-				api_error(c, 400, "bad_request", "pty: must be an object {cols, rows}");
-			json_decref(env);
-			return;
-		}
-		if (api_get_int(c, pty, "cols", 1, 1000, 80, &cols) == -1 ||
-		    api_get_int(c, pty, "rows", 1, 1000, 24, &rows) == -1) {
-			json_decref(env);
-			return;
-		}
-	} else
-		pty = NULL;
 	args = json_array();
 	for (i = 1; i < json_array_size(cmd); i++)
 		json_array_append(args, json_array_get(cmd, i));
@@ -190,11 +198,12 @@ parse_pid(struct api_call *c, long long *pid)
 {
 	char *end;
 
+	/* Digits only: strtoll alone would take " 7" and "+7". */
 	*pid = strtoll(c->params[1], &end, 10);
-	if (*end != '\0' || *pid <= 0 || *pid > 4194304) {
-		api_error(c, 400, "bad_request", "pid: \"%s\" is not a process id", c->params[1]);
-		return -1;
-	}
+	if (strspn(c->params[1], "0123456789") != strlen(c->params[1]) || *end != '\0' ||
+	    *pid <= 0 || *pid > 4194304)
+		return api_fail(c, 400, "bad_request", "pid", "pid: \"%s\" is not a process id",
+		    c->params[1]);
 	return 0;
 }
 
@@ -276,7 +285,7 @@ api_exec_stdin(struct api_call *c)
 	    api_get_bool(c, c->body, "eof", 0, &eof) == -1)
 		return;
 	if ((data == NULL) == !eof) {
-		api_error(c, 400, "bad_request", "send exactly one of data (base64) or eof:true");
+		api_fail(c, 400, "bad_request", NULL, "send exactly one of data (base64) or eof:true");
 		return;
 	}
 	if (eof) {
@@ -312,7 +321,8 @@ api_exec_signal(struct api_call *c)
 		if (strcmp(sigs[i].name, sig) == 0)
 			break;
 	if (i == sizeof(sigs) / sizeof(sigs[0])) {
-		api_error(c, 400, "bad_request", "signal: must be SIGKILL, SIGTERM, SIGINT or SIGHUP");
+		api_fail(c, 400, "bad_request", "signal", "signal: must be SIGKILL, SIGTERM, SIGINT "
+		    "or SIGHUP");
 		return;
 	}
 	body = json_pack("{s:{s:I},s:s}", "process", "pid", (json_int_t)pid, "signal",

@@ -19,7 +19,6 @@
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
 
-#define FILES_PATH_MAX		4096
 #define FILES_PIPE_HIGH		(1024 * 1024)	/* pause the producer above this */
 #define FILES_ERR_MAX		4096
 
@@ -31,7 +30,7 @@ files_sandbox(struct api_call *c)
 	if (sb != NULL && sb_agent(sb) == NULL) {
 		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
 
-		api_error(c, 503, "unavailable", "%s", why);
+		api_fail(c, 503, "unavailable", NULL, "%s", why);
 		free(why);
 		return NULL;
 	}
@@ -40,23 +39,11 @@ files_sandbox(struct api_call *c)
 	return sb;
 }
 
-/* ?path= (required), checked; percent-encoded again for the agent. */
-static char *
-files_path(struct api_call *c, const char *key)
+/* ?path=: required, 1..API_FILES_PATH_MAX bytes of UTF-8 (the router checked it). */
+static const char *
+files_path(struct api_call *c)
 {
-	char *p = http_req_query_get(c->req, key);
-
-	if (p == NULL || *p == '\0') {
-		api_error(c, 400, "bad_request", "%s: required query parameter", key);
-		free(p);
-		return NULL;
-	}
-	if (strlen(p) > FILES_PATH_MAX) {
-		api_error(c, 400, "bad_request", "%s: longer than %d bytes", key, FILES_PATH_MAX);
-		free(p);
-		return NULL;
-	}
-	return p;
+	return api_query_str(c, "path");
 }
 
 static char *
@@ -78,18 +65,6 @@ pct_encode(const char *s)
 	}
 	*p = '\0';
 	return o;
-}
-
-static const char *
-files_user(struct api_call *c)
-{
-	char *u = http_req_query_get(c->req, "user");
-	const char *r = "user";
-
-	if (u != NULL && strcmp(u, "root") == 0)
-		r = "root";
-	free(u);
-	return r;
 }
 
 /*
@@ -206,12 +181,13 @@ api_files_get(struct api_call *c)
 	static const struct envd_cb cbs = { dl_head, dl_data, dl_done, NULL };
 	struct sandbox *sb;
 	struct download *d;
-	char *path, *enc, *target, *cause = NULL;
+	const char *path = files_path(c);
+	char *enc, *target, *cause = NULL;
 
-	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+	if ((sb = files_sandbox(c)) == NULL)
 		return;
 	enc = pct_encode(path);
-	xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
+	xasprintf(&target, "/files?path=%s&username=%s", enc, "user");
 	d = xcalloc(1, sizeof(*d));
 	d->call = c;
 	d->sb = sb;
@@ -220,7 +196,7 @@ api_files_get(struct api_call *c)
 	sb_stream_begin(sb);
 	{
 		struct api_agent_headers ah;
-		api_agent_headers(&ah, sb, files_user(c), 0);
+		api_agent_headers(&ah, sb, "user", 0);
 		d->req = envd_request(sb_agent(sb), "GET", target, NULL, NULL, 0, ah.h, &cbs, d,
 		    &cause);
 		api_agent_headers_free(&ah);
@@ -235,7 +211,6 @@ api_files_get(struct api_call *c)
 	}
 	free(target);
 	free(enc);
-	free(path);
 }
 
 /* --- upload ------------------------------------------------------------- */
@@ -355,39 +330,36 @@ api_files_put(struct api_call *c)
 	static const struct envd_cb cbs = { ul_head, ul_data, ul_done, ul_drain };
 	struct sandbox *sb;
 	struct upload *u;
-	char *path, *enc, *target, *cause = NULL;
-
-	char *mode;
+	const char *path = files_path(c), *mode = api_query_str(c, "mode");
+	char *enc, *target, *cause = NULL;
 	unsigned long m = 0;
 
-	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+	if ((sb = files_sandbox(c)) == NULL)
 		return;
-	if ((mode = http_req_query_get(c->req, "mode")) != NULL) {
-		char *end;
-		m = strtoul(mode, &end, 8);
-		if (*mode == '\0' || *end != '\0' || m > 07777) {
-			api_error(c, 400, "bad_request", "mode: must be octal permission bits like 0644");
-			free(mode);
-			free(path);
+	if (mode != NULL) {
+		/* Octal digits only: strtoul alone would take " 644", "+644" and "-1". */
+		m = strtoul(mode, NULL, 8);
+		if (strspn(mode, "01234567") != strlen(mode) || m > 07777) {
+			api_fail(c, 400, "bad_request", "mode", "mode: must be octal permission bits "
+			    "like 0644");
 			return;
 		}
 	}
 	enc = pct_encode(path);
 	if (mode != NULL)
-		xasprintf(&target, "/files?path=%s&username=%s&mode=%04lo", enc, files_user(c), m);
+		xasprintf(&target, "/files?path=%s&username=%s&mode=%04lo", enc, "user", m);
 	else
-		xasprintf(&target, "/files?path=%s&username=%s", enc, files_user(c));
-	free(mode);
+		xasprintf(&target, "/files?path=%s&username=%s", enc, "user");
 	u = xcalloc(1, sizeof(*u));
 	u->call = c;
 	u->sb = sb;
-	u->path = path;
+	u->path = xstrdup(path);
 	u->resp = evbuffer_new();
 	sb_ref(sb);
 	sb_stream_begin(sb);
 	{
 		struct api_agent_headers ah;
-		api_agent_headers(&ah, sb, files_user(c), 0);
+		api_agent_headers(&ah, sb, "user", 0);
 		u->req = envd_request(sb_agent(sb), "POST", target, "application/octet-stream", NULL,
 		    -1, ah.h, &cbs, u, &cause);
 		api_agent_headers_free(&ah);
@@ -465,38 +437,30 @@ void
 api_files_list(struct api_call *c)
 {
 	struct sandbox *sb;
-	long long depth;
-	char *path;
 
-	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+	if ((sb = files_sandbox(c)) == NULL)
 		return;
-	if (api_query_int(c, "depth", 1, 64, 1, &depth) == 0)
-		fs_call(c, sb, FS_LIST, "ListDir", json_pack("{s:s,s:I}", "path", path, "depth",
-		    (json_int_t)depth));
-	free(path);
+	fs_call(c, sb, FS_LIST, "ListDir", json_pack("{s:s,s:I}", "path", files_path(c), "depth",
+	    (json_int_t)api_query_int(c, "depth", 1)));
 }
 
 void
 api_files_stat(struct api_call *c)
 {
 	struct sandbox *sb;
-	char *path;
 
-	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+	if ((sb = files_sandbox(c)) == NULL)
 		return;
-	fs_call(c, sb, FS_STAT, "Stat", json_pack("{s:s}", "path", path));
-	free(path);
+	fs_call(c, sb, FS_STAT, "Stat", json_pack("{s:s}", "path", files_path(c)));
 }
 
 static int
 body_path(struct api_call *c, const char *field, const char **out)
 {
-	if (api_get_string(c, c->body, field, 1, FILES_PATH_MAX, out) == -1)
+	if (api_get_string(c, c->body, field, 1, API_FILES_PATH_MAX, out) == -1)
 		return -1;
-	if (**out == '\0') {
-		api_error(c, 400, "bad_request", "%s: must not be empty", field);
-		return -1;
-	}
+	if (**out == '\0')
+		return api_fail(c, 400, "bad_request", field, "%s: must not be empty", field);
 	return 0;
 }
 
@@ -570,17 +534,14 @@ api_files_watch(struct api_call *c)
 {
 	struct api_agent_headers ah;
 	struct sandbox *sb;
-	char *path, *rec;
 	json_t *body;
 
-	if ((sb = files_sandbox(c)) == NULL || (path = files_path(c, "path")) == NULL)
+	if ((sb = files_sandbox(c)) == NULL)
 		return;
-	rec = http_req_query_get(c->req, "recursive");
-	body = json_pack("{s:s,s:b}", "path", path, "recursive", rec && strcmp(rec, "true") == 0);
+	body = json_pack("{s:s,s:b}", "path", files_path(c), "recursive",
+	    api_query_bool(c, "recursive", 0));
 	api_agent_headers(&ah, sb, "user", 0);
 	api_stream_start(c, sb, "filesystem.Filesystem/WatchDir", body, ah.h, watch_msg, 0);
 	api_agent_headers_free(&ah);
 	json_decref(body);
-	free(rec);
-	free(path);
 }

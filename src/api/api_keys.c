@@ -82,15 +82,16 @@ api_keys_create(struct api_call *c)
 	if (role == NULL)
 		role = "user";
 	if (!project_ok(project)) {
-		api_error(c, 400, "bad_request", "project: must match [a-z0-9][a-z0-9_-]{0,62}");
+		api_fail(c, 400, "bad_request", "project", "project: must match "
+		    "[a-z0-9][a-z0-9_-]{0,62}");
 		return;
 	}
 	if (strcmp(role, "user") != 0 && strcmp(role, "admin") != 0) {
-		api_error(c, 400, "bad_request", "role: must be \"user\" or \"admin\"");
+		api_fail(c, 400, "bad_request", "role", "role: must be \"user\" or \"admin\"");
 		return;
 	}
 	if (*name == '\0') {
-		api_error(c, 400, "bad_request", "name: must not be empty");
+		api_fail(c, 400, "bad_request", "name", "name: must not be empty");
 		return;
 	}
 	if ((key = api_key_create(c->api->store, name, project, role, &k, &cause)) == NULL) {

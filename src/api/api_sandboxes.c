@@ -18,20 +18,18 @@
 #include "sandbox/sbm.h"
 #include "vm/console_file.h"
 
-#define API_LOG_TAIL_MAX	(4 * 1024 * 1024)
-
 struct sandbox *
 api_sandbox(struct api_call *c, const char *need_state)
 {
 	struct sandbox *sb = sbm_find(c->api->sbm, c->params[0], c->key.project);
 
 	if (sb == NULL) {
-		api_error(c, 404, "not_found", "sandbox \"%s\" not found", c->params[0]);
+		api_fail(c, 404, "not_found", NULL, "sandbox \"%s\" not found", c->params[0]);
 		return NULL;
 	}
 	if (need_state != NULL && strcmp(sb_state(sb), need_state) != 0) {
-		api_error(c, 409, "conflict", "sandbox %s is %s, not %s", sb_id(sb), sb_state(sb),
-		    need_state);
+		api_fail(c, 409, "conflict", NULL, "sandbox %s is %s, not %s", sb_id(sb),
+		    sb_state(sb), need_state);
 		return NULL;
 	}
 	return sb;
@@ -51,42 +49,39 @@ parse_network_value(struct api_call *c, json_t *n, json_t **out)
 	char *cause = NULL;
 
 	*out = NULL;
-	if (n != NULL && !json_is_null(n)) {
-		if (!json_is_object(n)) {
-			api_error(c, 400, "bad_request", "network: must be an object {mode, allow, rate}");
-			return -1;
-		}
+	if (n != NULL && json_is_null(n))
+		return api_fail(c, 400, "bad_request", "network", "network: must not be null (leave "
+		    "the field out for no network)");
+	if (n != NULL) {
+		if (!json_is_object(n))
+			return api_fail(c, 400, "bad_request", "network", "network: must be an object "
+			    "{mode, allow, rate}");
 		if (api_check_fields(c, n, "network", fields) == -1)
 			return -1;
 		v = json_object_get(n, "mode");
-		if (v != NULL && !json_is_string(v)) {
-			api_error(c, 400, "bad_request", "network.mode: must be a string");
-			return -1;
-		}
+		if (v != NULL && !json_is_string(v))
+			return api_fail(c, 400, "bad_request", "network.mode", "network.mode: must be "
+			    "a string");
 		if (v != NULL)
 			mode = json_string_value(v);
 	}
 	if (strcmp(mode, "none") != 0 && strcmp(mode, "allowlist") != 0 &&
-	    strcmp(mode, "full") != 0) {
-		api_error(c, 400, "bad_request", "network.mode: must be one of none, allowlist, full");
-		return -1;
-	}
+	    strcmp(mode, "full") != 0)
+		return api_fail(c, 400, "bad_request", "network.mode", "network.mode: must be one "
+		    "of none, allowlist, full");
 	allow = n != NULL ? json_object_get(n, "allow") : NULL;
-	if (allow != NULL && (!json_is_array(allow) || json_array_size(allow) > SBM_ALLOW_MAX)) {
-		api_error(c, 400, "bad_request", "network.allow: must be an array of at most %d rules",
-		    SBM_ALLOW_MAX);
-		return -1;
-	}
-	if (allow != NULL && json_array_size(allow) > 0 && strcmp(mode, "allowlist") != 0) {
-		api_error(c, 400, "bad_request", "network.allow: only meaningful with mode allowlist");
-		return -1;
-	}
+	if (allow != NULL && (!json_is_array(allow) || json_array_size(allow) > SBM_ALLOW_MAX))
+		return api_fail(c, 400, "bad_request", "network.allow", "network.allow: must be an "
+		    "array of at most %d rules", SBM_ALLOW_MAX);
+	if (allow != NULL && json_array_size(allow) > 0 && strcmp(mode, "allowlist") != 0)
+		return api_fail(c, 400, "bad_request", "network.allow", "network.allow: only "
+		    "meaningful with mode allowlist");
 	net = json_pack("{s:s,s:o}", "mode", mode, "allow",
 	    allow != NULL ? json_deep_copy(allow) : json_array());
 	if (n != NULL && (v = json_object_get(n, "rate")) != NULL)
 		json_object_set_new(net, "rate", json_deep_copy(v));
 	if (egress_network_check(net, &cause) == -1) {
-		api_error(c, 400, "bad_request", "%s", cause);
+		api_fail(c, 400, "bad_request", NULL, "%s", cause);
 		free(cause);
 		json_decref(net);
 		return -1;
@@ -148,7 +143,8 @@ api_sandboxes_create(struct api_call *c)
 	if (tmpl == NULL)
 		tmpl = "base";
 	if (!paths_valid_name(tmpl)) {
-		api_error(c, 400, "bad_request", "template: \"%s\" is not a valid template name", tmpl);
+		api_fail(c, 400, "bad_request", "template", "template: \"%s\" is not a valid "
+		    "template name", tmpl);
 		goto out;
 	}
 	sp.project = c->key.project;
@@ -178,42 +174,51 @@ out:
 void
 api_sandboxes_list(struct api_call *c)
 {
-	char *states = http_req_query_get(c->req, "state");
-	char *metaq = http_req_query_get(c->req, "metadata");
-	char *after = http_req_query_get(c->req, "after"), *next = NULL;
+	const char *metaq = api_query_str(c, "metadata");
+	char *copy = NULL, *next = NULL;
 	json_t *meta = NULL, *list;
-	long long limit;
 
-	if (api_query_int(c, "limit", 1, 1000, 100, &limit) == -1)
-		goto out;
 	if (metaq != NULL) {
 		/* metadata=k%3Dv%26k2%3Dv2: a form-encoded string of its own. */
-		char *p = metaq, *pair, *save;
+		char *pair, *save;
+		copy = xstrdup(metaq);
 		meta = json_object();
-		for (pair = strtok_r(p, "&", &save); pair != NULL; pair = strtok_r(NULL, "&", &save)) {
+		for (pair = strtok_r(copy, "&", &save); pair != NULL;
+		    pair = strtok_r(NULL, "&", &save)) {
 			char *eq = strchr(pair, '='), *k, *v;
 			if (eq == NULL) {
-				api_error(c, 400, "bad_request", "metadata: want k=v pairs joined by &");
+				api_fail(c, 400, "bad_request", "metadata", "metadata: want k=v pairs "
+				    "joined by &");
 				goto out;
 			}
 			*eq = '\0';
-			if (http_pct_decode(pair, strlen(pair), &k) == -1 ||
-			    http_pct_decode(eq + 1, strlen(eq + 1), &v) == -1) {
-				api_error(c, 400, "bad_request", "metadata: bad percent-encoding");
+			if (http_pct_decode(pair, strlen(pair), &k) == -1) {
+				api_fail(c, 400, "bad_request", "metadata", "metadata: bad "
+				    "percent-encoding");
 				goto out;
 			}
-			json_object_set_new(meta, k, json_string(v));
+			if (http_pct_decode(eq + 1, strlen(eq + 1), &v) == -1) {
+				free(k);
+				api_fail(c, 400, "bad_request", "metadata", "metadata: bad "
+				    "percent-encoding");
+				goto out;
+			}
+			if (!utf8_valid(k, strlen(k)) || !utf8_valid(v, strlen(v)) ||
+			    json_object_set_new(meta, k, json_string(v)) == -1)
+				api_fail(c, 400, "bad_request", "metadata", "metadata: keys and values "
+				    "must be UTF-8");
 			free(k);
 			free(v);
+			if (c->err.status != 0)
+				goto out;
 		}
 	}
-	list = sbm_list(c->api->sbm, c->key.project, states, meta, after, (int)limit, &next);
+	list = sbm_list(c->api->sbm, c->key.project, api_query_str(c, "state"), meta,
+	    api_query_str(c, "after"), (int)api_query_int(c, "limit", 100), &next);
 	api_json(c, 200, json_pack("{s:o,s:s?}", "sandboxes", list, "next", next));
 out:
 	json_decref(meta);
-	free(states);
-	free(metaq);
-	free(after);
+	free(copy);
 	free(next);
 }
 
@@ -288,9 +293,13 @@ op_done(struct sandbox *sb, const char *error, int status, void *arg)
 static void
 lifecycle(struct api_call *c, enum sb_op_kind kind)
 {
-	struct sandbox *sb = api_sandbox(c, NULL);
+	/* pause, resume and suspend take no options (yet): an empty object or no body. */
+	static const char *const fields[] = { NULL };
+	struct sandbox *sb;
 
-	if (sb == NULL)
+	if (c->body != NULL && api_check_fields(c, c->body, "", fields) == -1)
+		return;
+	if ((sb = api_sandbox(c, NULL)) == NULL)
 		return;
 	if (kind != SB_OP_DELETE)
 		sb_touch(sb);
@@ -306,11 +315,11 @@ void
 api_sandboxes_logs(struct api_call *c)
 {
 	struct sandbox *sb = api_sandbox(c, NULL);
-	long long tail;
+	long long tail = api_query_int(c, "tail", 65536);
 	char *raw, *text;
 	size_t len = 0, tlen;
 
-	if (sb == NULL || api_query_int(c, "tail", 1, API_LOG_TAIL_MAX, 65536, &tail) == -1)
+	if (sb == NULL)
 		return;
 	/* Both generations; NUL, ESC and invalid UTF-8 shown escaped, never cut or passed raw. */
 	raw = sb_console_path(sb) ? console_file_read(sb_console_path(sb), (size_t)tail, &len) :

@@ -39,15 +39,14 @@ secret_check_name(struct api_call *c)
 {
 	if (secret_name_ok(c->params[0]))
 		return 0;
-	api_error(c, 400, "bad_request", "name: must match [A-Z_][A-Z0-9_]{0,63}");
-	return -1;
+	return api_fail(c, 400, "bad_request", "name", "name: must match [A-Z_][A-Z0-9_]{0,63}");
 }
 
 /*
  * Resolve scope and sandbox into where the secret lives. Global secrets are
  * readable by every key (their names are what a sandbox's placeholders
  * refer to) but written only by admin keys; a sandbox must belong to the
- * key's project. Replies 400/403/404 and returns -1 on failure.
+ * key's project. Records 400/403/404 (api_fail) and returns -1 on failure.
  */
 static int
 secret_locate(struct api_call *c, const char *scope, const char *sandbox, int write,
@@ -56,30 +55,25 @@ secret_locate(struct api_call *c, const char *scope, const char *sandbox, int wr
 	if (scope == NULL)
 		scope = sandbox != NULL ? "sandbox" : "project";
 	if (strcmp(scope, "global") != 0 && strcmp(scope, "project") != 0 &&
-	    strcmp(scope, "sandbox") != 0) {
-		api_error(c, 400, "bad_request", "scope: must be global, project or sandbox");
-		return -1;
-	}
-	if (sandbox != NULL && strcmp(scope, "sandbox") != 0) {
-		api_error(c, 400, "bad_request", "sandbox: only with scope sandbox");
-		return -1;
-	}
+	    strcmp(scope, "sandbox") != 0)
+		return api_fail(c, 400, "bad_request", "scope", "scope: must be global, project or "
+		    "sandbox");
+	if (sandbox != NULL && strcmp(scope, "sandbox") != 0)
+		return api_fail(c, 400, "bad_request", "sandbox", "sandbox: only with scope sandbox");
 	at->scope = scope;
 	if (strcmp(scope, "global") == 0) {
-		if (write && strcmp(c->key.role, "admin") != 0) {
-			api_error(c, 403, "forbidden", "global secrets need an admin key");
-			return -1;
-		}
+		if (write && strcmp(c->key.role, "admin") != 0)
+			return api_fail(c, 403, "forbidden", "scope", "global secrets need an admin "
+			    "key");
 		at->scope_id = "";
 	} else if (strcmp(scope, "project") == 0)
 		at->scope_id = c->key.project;
-	else if (sandbox == NULL) {
-		api_error(c, 400, "bad_request", "sandbox: required with scope sandbox");
-		return -1;
-	} else if (sbm_find(c->api->sbm, sandbox, c->key.project) == NULL) {
-		api_error(c, 404, "not_found", "sandbox \"%s\" not found", sandbox);
-		return -1;
-	} else
+	else if (sandbox == NULL)
+		return api_fail(c, 400, "bad_request", "sandbox", "sandbox: required with scope "
+		    "sandbox");
+	else if (sbm_find(c->api->sbm, sandbox, c->key.project) == NULL)
+		return api_fail(c, 404, "not_found", "sandbox", "sandbox \"%s\" not found", sandbox);
+	else
 		at->scope_id = sandbox;
 	return 0;
 }
@@ -96,12 +90,16 @@ secret_json(const struct store_secret *s)
 	    "created_at", json_time_ms(s->created_at), "updated_at", json_time_ms(s->updated_at));
 }
 
-/* The query's scope and sandbox (malloc'd, NULL when absent). */
+/*
+ * The query's scope and sandbox, NULL when absent. The router has refused
+ * a malformed value (%zz, %00, not UTF-8) with a 400: absent means absent,
+ * so a broken ?sandbox= can never fall back to the project scope.
+ */
 static void
-secret_query(struct api_call *c, char **scope, char **sandbox)
+secret_query(struct api_call *c, const char **scope, const char **sandbox)
 {
-	*scope = http_req_query_get(c->req, "scope");
-	*sandbox = http_req_query_get(c->req, "sandbox");
+	*scope = api_query_str(c, "scope");
+	*sandbox = api_query_str(c, "sandbox");
 }
 
 /*
@@ -134,7 +132,7 @@ secret_validate(struct api_call *c, const char *value, json_t *hosts, const char
 		msg = cause != NULL ? cause : "invalid credential";
 		if (strncmp(msg, pfx, strlen(pfx)) == 0)
 			msg += strlen(pfx);
-		api_error(c, 400, "bad_request", "%s", msg);
+		api_fail(c, 400, "bad_request", NULL, "%s", msg);
 		free(cause);
 		return NULL;
 	}
@@ -213,7 +211,7 @@ secret_take_value(json_t *body, int *present, size_t *len)
 	json_t *v = json_object_get(body, "value");
 	char *copy;
 
-	*present = v != NULL && !json_is_null(v);
+	*present = v != NULL;
 	*len = 0;
 	if (!json_is_string(v))
 		return NULL;
@@ -242,13 +240,13 @@ api_secrets_put(struct api_call *c)
 	if (secret_check_name(c) == -1 || api_check_fields(c, c->body, "", fields) == -1)
 		goto out;
 	if (value == NULL) {
-		api_error(c, 400, "bad_request", present ? "value: must be a string" :
+		api_fail(c, 400, "bad_request", "value", present ? "value: must be a string" :
 		    "value: required");
 		goto out;
 	}
 	if (len > SECRETS_VALUE_MAX || strlen(value) != len) {
-		api_error(c, 400, "bad_request", "value: must be at most %d bytes, without NUL",
-		    SECRETS_VALUE_MAX);
+		api_fail(c, 400, "bad_request", "value", "value: must be at most %d bytes, without "
+		    "NUL", SECRETS_VALUE_MAX);
 		goto out;
 	}
 	if (api_get_string(c, c->body, "header", 0, 256, &header) == -1 ||
@@ -258,8 +256,8 @@ api_secrets_put(struct api_call *c)
 		goto out;
 	hosts = json_object_get(c->body, "hosts");
 	if (hosts == NULL || json_is_null(hosts)) {
-		api_error(c, 400, "bad_request", "hosts: required (the host patterns the value "
-		    "may be sent to)");
+		api_fail(c, 400, "bad_request", "hosts", "hosts: required (the host patterns the "
+		    "value may be sent to)");
 		goto out;
 	}
 	if (secret_locate(c, scope, sandbox, 1, &at) == -1)
@@ -301,7 +299,8 @@ secret_list_into(struct api_call *c, const char *scope, const char *scope_id, js
 void
 api_secrets_list(struct api_call *c)
 {
-	char *scope, *sandbox, *cause = NULL;
+	const char *scope, *sandbox;
+	char *cause = NULL;
 	struct secret_at at;
 	json_t *arr = json_array();
 	int rc;
@@ -327,23 +326,18 @@ api_secrets_list(struct api_call *c)
 	free(cause);
 out:
 	json_decref(arr);
-	free(scope);
-	free(sandbox);
 }
 
-/*
- * The secret a get or delete names, located (write: as its writer). -1 after
- * replying; either way the caller frees *scope and *sandbox, which at points into.
- */
+/* The secret a get or delete names, located (write: as its writer); -1 with c->err set. */
 static int
-secret_named(struct api_call *c, int write, char **scope, char **sandbox,
-    struct secret_at *at)
+secret_named(struct api_call *c, int write, struct secret_at *at)
 {
-	*scope = *sandbox = NULL;
+	const char *scope, *sandbox;
+
 	if (secret_check_name(c) == -1)
 		return -1;
-	secret_query(c, scope, sandbox);
-	return secret_locate(c, *scope, *sandbox, write, at);
+	secret_query(c, &scope, &sandbox);
+	return secret_locate(c, scope, sandbox, write, at);
 }
 
 /* The reply when the store did not find the named secret (rc 0) or failed (-1). */
@@ -361,13 +355,13 @@ secret_reply_missing(struct api_call *c, int rc, const struct secret_at *at,
 void
 api_secrets_get(struct api_call *c)
 {
-	char *scope, *sandbox, *cause = NULL;
 	struct store_secret s;
 	struct secret_at at;
+	char *cause = NULL;
 	int rc;
 
-	if (secret_named(c, 0, &scope, &sandbox, &at) == -1)
-		goto out;
+	if (secret_named(c, 0, &at) == -1)
+		return;
 	rc = store_secret_get(c->api->store, at.scope, at.scope_id, c->params[0], &s, &cause);
 	if (rc != 1)
 		secret_reply_missing(c, rc, &at, cause);
@@ -376,20 +370,17 @@ api_secrets_get(struct api_call *c)
 		store_secret_clear(&s);
 	}
 	free(cause);
-out:
-	free(scope);
-	free(sandbox);
 }
 
 void
 api_secrets_delete(struct api_call *c)
 {
-	char *scope, *sandbox, *cause = NULL;
 	struct secret_at at;
+	char *cause = NULL;
 	int rc;
 
-	if (secret_named(c, 1, &scope, &sandbox, &at) == -1)
-		goto out;
+	if (secret_named(c, 1, &at) == -1)
+		return;
 	rc = store_secret_delete(c->api->store, at.scope, at.scope_id, c->params[0], &cause);
 	if (rc != 1)
 		secret_reply_missing(c, rc, &at, cause);
@@ -398,7 +389,4 @@ api_secrets_delete(struct api_call *c)
 		api_no_content(c);
 	}
 	free(cause);
-out:
-	free(scope);
-	free(sandbox);
 }

@@ -134,9 +134,16 @@ int
 api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
     const char *const *headers, api_stream_msg_fn on_msg, int flags)
 {
-	struct api_stream *st = xcalloc(1, sizeof(*st));
+	struct api_stream *st;
 	char *cause = NULL;
 
+	/* json_pack gives NULL for a string that is not UTF-8: a bug, never a crash. */
+	if (body == NULL) {
+		api_error(c, 500, "internal", "%s: the request to the guest agent could not be "
+		    "encoded", method);
+		return -1;
+	}
+	st = xcalloc(1, sizeof(*st));
 	st->call = c;
 	st->sb = sb;
 	st->on_msg = on_msg;
@@ -190,10 +197,16 @@ void
 api_agent_unary(struct api_call *c, struct sandbox *sb, const char *user, const char *method,
     json_t *body, api_unary_fn ok, int flag)
 {
-	struct api_unary *u = xcalloc(1, sizeof(*u));
+	struct api_unary *u;
 	struct api_agent_headers ah;
 	char *path, *cause = NULL;
 
+	if (body == NULL) {
+		api_error(c, 500, "internal", "%s: the request to the guest agent could not be "
+		    "encoded", method);
+		return;
+	}
+	u = xcalloc(1, sizeof(*u));
 	u->call = c;
 	u->ok = ok;
 	u->flag = flag;

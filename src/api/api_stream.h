@@ -51,7 +51,7 @@ struct api_stream {
 	api_stream_msg_fn	 on_msg;
 	int			 flags;		/* for on_msg's own use */
 };
-/* Replies 502 and returns -1 when the stream cannot start. */
+/* Replies 502 (500 for a NULL body) and returns -1 when the stream cannot start. */
 int api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
     const char *const *headers, api_stream_msg_fn on_msg, int flags);
 

@@ -61,7 +61,7 @@ api_templates_delete(struct api_call *c)
 	int n = 0;
 
 	if (!paths_valid_name(name)) {
-		api_error(c, 400, "bad_request", "template: \"%s\" is not a valid name", name);
+		api_fail(c, 400, "bad_request", "name", "template: \"%s\" is not a valid name", name);
 		return;
 	}
 	dir = paths_data("templates/%s", name);
@@ -113,13 +113,12 @@ build_progress(void *arg, int step, int nsteps, const char *msg)
 	json_decref(j);
 }
 
-/* In the child: build, report each step and the result as JSON lines, exit. */
+/* In the child: build the parsed recipe, report each step and the result as JSON lines, exit. */
 static void __attribute__((noreturn))
-build_child(int fd, const char *name, json_t *recipe)
+build_child(int fd, const char *name, struct recipe *r)
 {
 	struct template_build_opts o;
-	struct recipe r;
-	char *text = json_dumps(recipe, JSON_COMPACT), *cause = NULL;
+	char *text, *cause = NULL;
 	json_t *res;
 
 	memset(&o, 0, sizeof(o));
@@ -127,13 +126,10 @@ build_child(int fd, const char *name, json_t *recipe)
 	o.recipe_path = "(api)";
 	o.progress = build_progress;
 	o.progress_arg = &fd;
-	if (recipe_parse(text, strlen(text), "/nonexistent", &r, &cause) == -1)
-		res = json_pack("{s:s,s:s}", "kind", "error", "message", cause);
-	else if (template_build(&r, &o, &cause) == -1)
+	if (template_build(r, &o, &cause) == -1)
 		res = json_pack("{s:s,s:s}", "kind", "error", "message", cause);
 	else
 		res = json_pack("{s:s}", "kind", "done");
-	free(text);
 	text = json_dumps(res, JSON_COMPACT);
 	dprintf(fd, "%s\n", text);
 	_exit(0);
@@ -227,50 +223,68 @@ api_templates_build(struct api_call *c)
 	static const char *const fields[] = { "name", "recipe", NULL };
 	const char *name;
 	json_t *recipe;
+	struct recipe r;
 	struct build *b;
-	char *cause = NULL;
-	int p[2];
+	char *text, *cause = NULL;
+	int p[2], rc;
 	pid_t pid;
 
 	if (api_check_fields(c, c->body, "", fields) == -1 ||
 	    api_get_string(c, c->body, "name", 1, 63, &name) == -1)
 		return;
 	if (!paths_valid_name(name)) {
-		api_error(c, 400, "bad_request", "name: must match [a-z0-9][a-z0-9._-]{0,62}");
+		api_fail(c, 400, "bad_request", "name", "name: must match [a-z0-9][a-z0-9._-]{0,62}");
 		return;
 	}
 	recipe = json_object_get(c->body, "recipe");
 	if (!json_is_object(recipe)) {
-		api_error(c, 400, "bad_request", "recipe: must be a recipe object (docs/templates.md)");
+		api_fail(c, 400, "bad_request", "recipe", "recipe: must be a recipe object "
+		    "(docs/templates.md)");
 		return;
 	}
 	/* Host paths in "files" would let an API caller read any host file into an image. */
 	if (json_object_get(recipe, "files") != NULL) {
-		api_error(c, 400, "bad_request", "recipe.files: not accepted over the API (they name "
-		    "host paths); build such templates with the CLI on the host");
+		api_fail(c, 400, "bad_request", "recipe.files", "recipe.files: not accepted over the "
+		    "API (they name host paths); build such templates with the CLI on the host");
+		return;
+	}
+	/*
+	 * The whole recipe is checked here, before the answer becomes a 200
+	 * event stream: a bad one is a 400 naming the field, and no build starts.
+	 */
+	text = json_dumps(recipe, JSON_COMPACT);
+	rc = recipe_parse(text, strlen(text), "/nonexistent", &r, &cause);
+	free(text);
+	if (rc == -1) {
+		api_fail(c, 400, "bad_request", "recipe", "recipe: %s", cause);
+		free(cause);
 		return;
 	}
 	/* A build writes a whole image (GiBs with RUN steps): not onto a nearly full host. */
 	if (stor_floor_check((uint64_t)c->api->cfg->disk_free_floor_mb << 20, "template build",
 	    &cause) == -1) {
+		recipe_free(&r);
 		api_error(c, 507, "insufficient_storage", "%s", cause);
 		free(cause);
 		return;
 	}
 	if (pipe2(p, O_CLOEXEC) == -1) {
+		recipe_free(&r);
 		api_error(c, 500, "internal", "pipe: %s", strerror(errno));
 		return;
 	}
 	if ((pid = fork()) == -1) {
 		close(p[0]);
 		close(p[1]);
+		recipe_free(&r);
 		api_error(c, 500, "internal", "fork: %s", strerror(errno));
 		return;
 	}
 	if (pid == 0) {
 		close(p[0]);
-		build_child(p[1], name, recipe);
+		build_child(p[1], name, &r);
 	}
+	recipe_free(&r);
 	close(p[1]);
 	b = xcalloc(1, sizeof(*b));
 	b->call = c;

@@ -553,27 +553,102 @@ http_split_target(const char *target, char **path, char **query)
 	return 0;
 }
 
-char *
-http_query_get(const char *query, const char *key)
+/* Decode one query name or value: form style ('+' is a space), UTF-8, no NUL. */
+static int
+query_decode(const char *in, size_t len, char **out)
 {
-	size_t klen = strlen(key);
-	const char *p = query;
-	char *out;
+	if (http_pct_decode(in, len, out) == -1)
+		return -1;
+	if (!utf8_valid(*out, strlen(*out))) {
+		free(*out);
+		*out = NULL;
+		return -2;
+	}
+	return 0;
+}
 
+int
+http_query_parse(const char *query, struct http_query *q, char **cause)
+{
+	const char *p = query;
+	char *name, *value;
+	size_t i;
+	int rc;
+
+	memset(q, 0, sizeof(*q));
 	while (*p != '\0') {
 		size_t n = strcspn(p, "&");
-		if (n >= klen && strncmp(p, key, klen) == 0 && (n == klen || p[klen] == '=')) {
-			const char *v = n == klen ? p + n : p + klen + 1;
-			size_t vlen = n == klen ? 0 : n - klen - 1;
-			if (http_pct_decode(v, vlen, &out) == -1)
-				return NULL;
-			return out;
+		const char *eq = memchr(p, '=', n);
+		size_t nlen = eq != NULL ? (size_t)(eq - p) : n;
+
+		if (n == 0) {		/* "a=1&&b=2", a trailing '&': nothing there */
+			p++;
+			continue;
 		}
+		if (q->n == HTTP_QUERY_PARAMS_MAX) {
+			cause_set(cause, "query: more than %d parameters", HTTP_QUERY_PARAMS_MAX);
+			goto fail;
+		}
+		if (nlen == 0) {
+			cause_set(cause, "query: a parameter without a name");
+			goto fail;
+		}
+		if (query_decode(p, nlen, &name) != 0) {
+			cause_set(cause, "query: a parameter name with bad percent-encoding, a NUL "
+			    "or invalid UTF-8");
+			goto fail;
+		}
+		for (i = 0; i < q->n; i++)
+			if (strcmp(q->params[i].name, name) == 0)
+				break;
+		if (i < q->n) {
+			cause_set(cause, "%s: query parameter given more than once", name);
+			free(name);
+			goto fail;
+		}
+		rc = query_decode(eq != NULL ? eq + 1 : p + n, eq != NULL ? n - nlen - 1 : 0, &value);
+		if (rc != 0) {
+			cause_set(cause, "%s: %s", name, rc == -1 ? "bad percent-encoding (%XX with "
+			    "two hex digits, never %00)" : "not valid UTF-8");
+			free(name);
+			goto fail;
+		}
+		q->params = xreallocarray(q->params, q->n + 1, sizeof(*q->params));
+		q->params[q->n].name = name;
+		q->params[q->n].value = value;
+		q->n++;
 		p += n;
 		if (*p == '&')
 			p++;
 	}
+	return 0;
+fail:
+	http_query_free(q);
+	return -1;
+}
+
+const char *
+http_query_value(const struct http_query *q, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < q->n; i++)
+		if (strcmp(q->params[i].name, name) == 0)
+			return q->params[i].value;
 	return NULL;
+}
+
+void
+http_query_free(struct http_query *q)
+{
+	size_t i;
+
+	for (i = 0; i < q->n; i++) {
+		free(q->params[i].name);
+		free(q->params[i].value);
+	}
+	free(q->params);
+	memset(q, 0, sizeof(*q));
 }
 
 /* "HTTP/1.x NNN reason": the reason phrase is optional and ignored. */

@@ -72,8 +72,25 @@ enum http_body_state http_body_feed(struct http_body *b, const char *in, size_t 
 const char *http_status_text(int status);
 /* Split target into a percent-decoded path and the raw query (malloc'd). */
 int http_split_target(const char *target, char **path, char **query);
-/* Value of key in a query string, percent-decoded; NULL if absent. */
-char *http_query_get(const char *query, const char *key);
+/*
+ * A query string split into decoded parameters, strictly: a bad %-escape,
+ * %00, invalid UTF-8, a parameter without a name or one given twice is an
+ * error (with a cause naming the parameter), never a silently absent value.
+ * Decoding is form style ('+' is a space). A bare name has the value "".
+ */
+#define HTTP_QUERY_PARAMS_MAX	32
+struct http_qparam {
+	char	*name;
+	char	*value;
+};
+struct http_query {
+	struct http_qparam	*params;
+	size_t			 n;
+};
+int http_query_parse(const char *query, struct http_query *q, char **cause);
+/* The value of name, or NULL when absent; valid until http_query_free. */
+const char *http_query_value(const struct http_query *q, const char *name);
+void http_query_free(struct http_query *q);
 /* Percent-decode; -1 on bad escapes or an embedded NUL. */
 int http_pct_decode(const char *in, size_t len, char **out);
 

@@ -220,12 +220,6 @@ http_req_query(const struct http_req *req)
 	return req->query;
 }
 
-char *
-http_req_query_get(const struct http_req *req, const char *key)
-{
-	return http_query_get(req->query, key);
-}
-
 const char *
 http_req_header(const struct http_req *req, const char *name)
 {

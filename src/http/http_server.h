@@ -103,8 +103,8 @@ void http_server_free(struct http_server *srv);
 /* Request accessors. */
 const char *http_req_method(const struct http_req *req);
 const char *http_req_path(const struct http_req *req);	/* percent-decoded */
-const char *http_req_query(const struct http_req *req);	/* raw */
-char *http_req_query_get(const struct http_req *req, const char *key);	/* malloc'd */
+/* Raw; parse it with http_query_parse, which refuses what it cannot decode. */
+const char *http_req_query(const struct http_req *req);
 const char *http_req_header(const struct http_req *req, const char *name);
 const struct http_head *http_req_head(const struct http_req *req);
 const char *http_req_peer(const struct http_req *req);

@@ -372,10 +372,26 @@ fake_stream_body(struct http_req *req, const char *data, size_t n, void *arg)
 	put_bytes += n;
 }
 
+/* One query value of a request to the fake server (malloc'd), NULL if absent or malformed. */
+static char *
+fake_query(struct http_req *req, const char *key)
+{
+	struct http_query q;
+	const char *v;
+	char *out = NULL;
+
+	if (http_query_parse(http_req_query(req), &q, NULL) == -1)
+		return NULL;
+	if ((v = http_query_value(&q, key)) != NULL)
+		out = xstrdup(v);
+	http_query_free(&q);
+	return out;
+}
+
 static void
 fake_stream_end(struct http_req *req, void *arg)
 {
-	char *p = http_req_query_get(req, "path"), *m = http_req_query_get(req, "mode");
+	char *p = fake_query(req, "path"), *m = fake_query(req, "mode");
 
 	http_reply_json(req, 201, json_pack("{s:s,s:I,s:s}", "path", p ? p : "?", "size",
 	    (json_int_t)put_bytes, "mode", m ? m : "-"));
@@ -579,7 +595,7 @@ fake_router(struct http_req *req, void *arg)
 	}
 	if (strcmp(p, "/v1/sandboxes") == 0 && strcmp(m, "GET") == 0) {
 		snprintf(last_query, sizeof(last_query), "%s", http_req_query(req));
-		q = http_req_query_get(req, "after");
+		q = fake_query(req, "after");
 		if (q == NULL)
 			http_reply_json(req, 200, json_pack("{s:[{s:s,s:s},{s:s,s:s}],s:s}",
 			    "sandboxes", "id", "a1", "state", "running", "id", "a2", "state",
@@ -613,7 +629,7 @@ fake_router(struct http_req *req, void *arg)
 		put_bytes = put_sum = 0;
 		http_req_stream(req, 0, fake_stream_body, fake_stream_end, NULL);
 	} else if (strcmp(p, "/v1/sandboxes/sb1/files") == 0 && strcmp(m, "GET") == 0) {
-		q = http_req_query_get(req, "path");
+		q = fake_query(req, "path");
 		if (q != NULL && strcmp(q, "/big") == 0)
 			fake_big(req);
 		else
@@ -621,7 +637,7 @@ fake_router(struct http_req *req, void *arg)
 			    q ? q : "");
 		free(q);
 	} else if (strcmp(p, "/v1/sandboxes/sb1/files/stat") == 0) {
-		q = http_req_query_get(req, "path");
+		q = fake_query(req, "path");
 		if (q != NULL && strcmp(q, "/dir") == 0)
 			http_reply_json(req, 200, json_pack("{s:s,s:s}", "path", "/dir", "type",
 			    "dir"));
@@ -629,7 +645,7 @@ fake_router(struct http_req *req, void *arg)
 			http_reply_error(req, 404, "not_found", "no such path");
 		free(q);
 	} else if (strcmp(p, "/v1/sandboxes/sb1/logs") == 0) {
-		q = http_req_query_get(req, "tail");
+		q = fake_query(req, "tail");
 		http_reply(req, 200, "text/plain", q && strcmp(q, "2") == 0 ? "b\nc\n" : "a\nb\nc\n",
 		    q && strcmp(q, "2") == 0 ? 4 : 6);
 		free(q);

@@ -182,15 +182,17 @@ test_length_body(void)
 static void
 test_target(void)
 {
-	char *path, *query, *v;
+	struct http_query q;
+	char *path, *query, *cause = NULL;
 
 	CHECK(http_split_target("/v1/sandboxes/a%20b/files?path=%2Ftmp%2Fx+y&depth=2", &path, &query) == 0);
 	CHECK_STR(path, "/v1/sandboxes/a b/files");
-	CHECK_STR(v = http_query_get(query, "path"), "/tmp/x y");
-	free(v);
-	CHECK_STR(v = http_query_get(query, "depth"), "2");
-	free(v);
-	CHECK(http_query_get(query, "dep") == NULL);
+	CHECK(http_query_parse(query, &q, &cause) == 0);
+	CHECK(q.n == 2);
+	CHECK_STR(http_query_value(&q, "path"), "/tmp/x y");
+	CHECK_STR(http_query_value(&q, "depth"), "2");
+	CHECK(http_query_value(&q, "dep") == NULL);
+	http_query_free(&q);
 	free(path);
 	free(query);
 	CHECK(http_split_target("/a%00b", &path, &query) == -1);
@@ -200,6 +202,50 @@ test_target(void)
 	CHECK_STR(path, "/a+b");
 	free(path);
 	free(query);
+	free(cause);
+}
+
+/* The strict query parser: every malformed value is an error naming it, never "absent". */
+static void
+test_query(void)
+{
+	static const struct { const char *query, *needle; } bad[] = {
+		{ "sandbox=ab%zz", "sandbox: bad percent-encoding" },
+		{ "sandbox=%00", "sandbox: bad percent-encoding" },
+		{ "sandbox=ab%4", "sandbox: bad percent-encoding" },
+		{ "path=%ff", "path: not valid UTF-8" },
+		{ "path=%c3%28", "path: not valid UTF-8" },
+		{ "path=%ed%a0%80", "path: not valid UTF-8" },	/* a surrogate */
+		{ "path=%c0%af", "path: not valid UTF-8" },	/* an overlong '/' */
+		{ "a=1&a=2", "a: query parameter given more than once" },
+		{ "a=1&a", "a: query parameter given more than once" },
+		{ "=1", "without a name" },
+		{ "%zz=1", "parameter name" },
+		{ "%ff=1", "parameter name" },
+	};
+	struct http_query q;
+	char *cause = NULL, many[HTTP_QUERY_PARAMS_MAX * 8 + 8];
+	size_t i, o = 0;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(http_query_parse(bad[i].query, &q, &cause) == -1);
+		CHECK_CAUSE(cause, bad[i].needle);
+		CHECK(q.n == 0 && q.params == NULL);
+	}
+	CHECK(http_query_parse("", &q, &cause) == 0 && q.n == 0);
+	http_query_free(&q);
+	/* Empty segments are nothing; a bare name is ""; '+' is a space; UTF-8 passes. */
+	CHECK(http_query_parse("&recursive&&n=+1&p=%C3%A9t%C3%A9&", &q, &cause) == 0);
+	CHECK(q.n == 3);
+	CHECK_STR(http_query_value(&q, "recursive"), "");
+	CHECK_STR(http_query_value(&q, "n"), " 1");
+	CHECK_STR(http_query_value(&q, "p"), "\xc3\xa9t\xc3\xa9");
+	http_query_free(&q);
+	for (i = 0; i <= HTTP_QUERY_PARAMS_MAX; i++)
+		o += (size_t)snprintf(many + o, sizeof(many) - o, "p%zu=&", i);
+	CHECK(http_query_parse(many, &q, &cause) == -1);
+	CHECK_CAUSE(cause, "more than");
+	free(cause);
 }
 
 int
@@ -210,5 +256,6 @@ main(void)
 	T_RUN(test_chunked);
 	T_RUN(test_length_body);
 	T_RUN(test_target);
+	T_RUN(test_query);
 	return t_done();
 }
