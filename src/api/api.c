@@ -195,9 +195,18 @@ api_send_error(struct api_call *c, int status, const char *code, const char *fie
 		free(text);
 		return;
 	}
-	/* A 5xx is ours, never the client's: it must leave a trace with its cause. */
-	if (status >= 500)
-		log_warnx("api %s %s: %d %s", http_req_method(c->req), c->route, status, text);
+	/*
+	 * A 5xx is ours, never the client's: it must leave a trace with its
+	 * cause, on one line (a cause may quote what a guest agent sent).
+	 */
+	if (status >= 500) {
+		char *line = xstrdup(text), *p;
+		for (p = line; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+		log_warnx("api %s %s: %d %s", http_req_method(c->req), c->route, status, line);
+		free(line);
+	}
 	metrics_count_error(c->api->metrics, status);
 	/* Messages may quote a guest (an agent's refusal): json_text keeps its bytes visible. */
 	err = json_pack("{s:s,s:o}", "code", code, "message", json_text(msg != NULL ? msg : code));

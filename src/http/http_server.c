@@ -395,8 +395,9 @@ req_replied(struct http_req *req, int status)
 	if (req->resp == RESP_NONE)
 		return 0;
 	if (!req->reply_bug)
+		/* The raw target: printable ASCII (the parser saw to it), unlike the decoded path. */
 		log_warnx("http %s %s %s: bug: a second reply (%d) after %d, dropped", req->peer,
-		    req->head.method, req->path != NULL ? req->path : "", status, req->status);
+		    req->head.method, req->head.target, status, req->status);
 	req->reply_bug = 1;
 	return 1;
 }
@@ -430,7 +431,7 @@ http_reply_json(struct http_req *req, int status, json_t *json)
 		    "\"the answer could not be encoded as JSON\"}}";
 		if (req->resp == RESP_NONE)
 			log_warnx("http %s %s %s: bug: a %d answer could not be encoded as JSON",
-			    req->peer, req->head.method, req->path != NULL ? req->path : "", status);
+			    req->peer, req->head.method, req->head.target, status);
 		http_reply(req, 500, "application/json", err, sizeof(err) - 1);
 		return;
 	}
