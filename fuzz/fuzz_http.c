@@ -32,10 +32,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		http_body_init(&b, &h, 1 << 20);
 		(void)http_body_feed(&b, p + n, size - (size_t)n, &consumed, discard, NULL, &cause);
 		if (http_split_target(h.target, &path, &query) == 0) {
-			if (http_query_parse(query, &q, &cause) == 0) {
+			if (http_query_parse(query, &q, &cause) == 0)
 				(void)http_query_value(&q, "path");
-				http_query_free(&q);
-			}
+			http_query_free(&q);
 			free(path);
 			free(query);
 		}

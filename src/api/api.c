@@ -525,7 +525,7 @@ query_check(struct api_call *c, const struct api_qparam *spec)
 	size_t i;
 
 	if (http_query_parse(http_req_query(c->req), &c->query, &cause) == -1) {
-		api_fail(c, 400, "bad_request", NULL, "%s", cause);
+		api_fail(c, 400, "bad_request", c->query.bad, "%s", cause);
 		free(cause);
 		return -1;
 	}

@@ -571,7 +571,7 @@ int
 http_query_parse(const char *query, struct http_query *q, char **cause)
 {
 	const char *p = query;
-	char *name, *value;
+	char *name, *value, *bad = NULL;
 	size_t i;
 	int rc;
 
@@ -603,14 +603,14 @@ http_query_parse(const char *query, struct http_query *q, char **cause)
 				break;
 		if (i < q->n) {
 			cause_set(cause, "%s: query parameter given more than once", name);
-			free(name);
+			bad = name;
 			goto fail;
 		}
 		rc = query_decode(eq != NULL ? eq + 1 : p + n, eq != NULL ? n - nlen - 1 : 0, &value);
 		if (rc != 0) {
 			cause_set(cause, "%s: %s", name, rc == -1 ? "bad percent-encoding (%XX with "
 			    "two hex digits, never %00)" : "not valid UTF-8");
-			free(name);
+			bad = name;
 			goto fail;
 		}
 		q->params = xreallocarray(q->params, q->n + 1, sizeof(*q->params));
@@ -624,6 +624,7 @@ http_query_parse(const char *query, struct http_query *q, char **cause)
 	return 0;
 fail:
 	http_query_free(q);
+	q->bad = bad;
 	return -1;
 }
 
@@ -648,6 +649,7 @@ http_query_free(struct http_query *q)
 		free(q->params[i].value);
 	}
 	free(q->params);
+	free(q->bad);
 	memset(q, 0, sizeof(*q));
 }
 

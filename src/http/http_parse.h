@@ -86,7 +86,9 @@ struct http_qparam {
 struct http_query {
 	struct http_qparam	*params;
 	size_t			 n;
+	char			*bad;	/* after a failure: the parameter at fault, if named */
 };
+/* Free q with http_query_free after a failure too (it may hold bad). */
 int http_query_parse(const char *query, struct http_query *q, char **cause);
 /* The value of name, or NULL when absent; valid until http_query_free. */
 const char *http_query_value(const struct http_query *q, const char *name);

@@ -1099,8 +1099,10 @@ conn_new_request(struct http_conn *conn)
 		return 0;
 	}
 	if (!req->routed) {
+		log_warnx("http %s %s %s: bug: the router set no handler", req->peer,
+		    req->head.method, req->head.target);
 		http_reply_error(req, 500, "internal", "no handler for %s %s", req->head.method,
-		    req->path);
+		    req->head.target);
 		return 0;
 	}
 	req->dec.max = req->body_max;

@@ -101,9 +101,9 @@ def test_exec_pty(c, sid):
 def test_files_utf8(c, sid):
     for route in ("files/watch", "files/list", "files/stat", "files"):
         refused(c, "2 path not UTF-8", "GET", f"/v1/sandboxes/{sid}/{route}?path=%ff",
-                field=None, needle="path: not valid UTF-8")
+                field="path", needle="path: not valid UTF-8")
     refused(c, "2 path cut UTF-8", "GET", f"/v1/sandboxes/{sid}/files/watch?path=/tmp/%c3",
-            needle="path: not valid UTF-8")
+            field="path", needle="path: not valid UTF-8")
     alive(c, "2 files")
 
 # 3. A ?sandbox= value with a bad escape was read as absent: the scope fell
@@ -113,7 +113,8 @@ def test_secret_scope(c, sid):
     c.call("PUT", f"/v1/secrets/{name}", {"value": "keep-me", "hosts": ["api.example.com"]})
     for q in (f"sandbox={sid}%zz", "sandbox=%00", f"sandbox={sid}%ff", f"sandbox={sid}%4",
               "sandbox=", "scope=project&scope=sandbox"):
-        refused(c, "3 bad scope query", "DELETE", f"/v1/secrets/{name}?{q}")
+        refused(c, "3 bad scope query", "DELETE", f"/v1/secrets/{name}?{q}",
+                field=q.split("=")[0])
         st, j = request(c, "GET", f"/v1/secrets/{name}")
         check(f"3 project secret still there after DELETE ?{q}", st == 200 and
               isinstance(j, dict) and j.get("scope") == "project", f"got {st} {j}")
@@ -152,7 +153,8 @@ def test_utf8_everywhere(c, admin, sid):
     for method, path in (("GET", "/v1/secrets?sandbox=%ff"),
                          ("GET", "/v1/secrets/BADIN_X?sandbox=%ff"),
                          ("DELETE", "/v1/secrets/BADIN_X?sandbox=%ff")):
-        refused(c, "6 ?sandbox= not UTF-8", method, path, needle="sandbox: not valid UTF-8")
+        refused(c, "6 ?sandbox= not UTF-8", method, path, field="sandbox",
+                needle="sandbox: not valid UTF-8")
     # jansson quotes '"\' plus the first byte of the character after the backslash.
     refused(c, "6 JSON error excerpt cutting a character", "POST",
             f"/v1/sandboxes/{sid}/exec", '{"cmd":["\\\u00e9"]}', needle="invalid JSON")
@@ -193,7 +195,9 @@ def test_query_strict(c, sid):
         ("GET", "/v1/sandboxes?=1", "without a name"),
     ]
     for method, path, needle in cases:
-        refused(c, "7 strict query", method, path, needle=needle)
+        # "limit: ..." is about limit, and says so in "field" too.
+        field = needle.split(":")[0] if ":" in needle else None
+        refused(c, "7 strict query", method, path, field=field, needle=needle)
     # A refused upload writes nothing: the file keeps its bytes.
     path = "/tmp/badinput-keep.txt"
     st, j = request(c, "PUT", f"{sbx}/files?path={path}", b"keep", ctype="application/octet-stream")

@@ -380,9 +380,8 @@ fake_query(struct http_req *req, const char *key)
 	const char *v;
 	char *out = NULL;
 
-	if (http_query_parse(http_req_query(req), &q, NULL) == -1)
-		return NULL;
-	if ((v = http_query_value(&q, key)) != NULL)
+	if (http_query_parse(http_req_query(req), &q, NULL) == 0 &&
+	    (v = http_query_value(&q, key)) != NULL)
 		out = xstrdup(v);
 	http_query_free(&q);
 	return out;

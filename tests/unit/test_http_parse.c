@@ -209,19 +209,19 @@ test_target(void)
 static void
 test_query(void)
 {
-	static const struct { const char *query, *needle; } bad[] = {
-		{ "sandbox=ab%zz", "sandbox: bad percent-encoding" },
-		{ "sandbox=%00", "sandbox: bad percent-encoding" },
-		{ "sandbox=ab%4", "sandbox: bad percent-encoding" },
-		{ "path=%ff", "path: not valid UTF-8" },
-		{ "path=%c3%28", "path: not valid UTF-8" },
-		{ "path=%ed%a0%80", "path: not valid UTF-8" },	/* a surrogate */
-		{ "path=%c0%af", "path: not valid UTF-8" },	/* an overlong '/' */
-		{ "a=1&a=2", "a: query parameter given more than once" },
-		{ "a=1&a", "a: query parameter given more than once" },
-		{ "=1", "without a name" },
-		{ "%zz=1", "parameter name" },
-		{ "%ff=1", "parameter name" },
+	static const struct { const char *query, *needle, *name; } bad[] = {
+		{ "sandbox=ab%zz", "sandbox: bad percent-encoding", "sandbox" },
+		{ "sandbox=%00", "sandbox: bad percent-encoding", "sandbox" },
+		{ "sandbox=ab%4", "sandbox: bad percent-encoding", "sandbox" },
+		{ "path=%ff", "path: not valid UTF-8", "path" },
+		{ "path=%c3%28", "path: not valid UTF-8", "path" },
+		{ "path=%ed%a0%80", "path: not valid UTF-8", "path" },	/* a surrogate */
+		{ "path=%c0%af", "path: not valid UTF-8", "path" },	/* an overlong '/' */
+		{ "a=1&a=2", "a: query parameter given more than once", "a" },
+		{ "a=1&a", "a: query parameter given more than once", "a" },
+		{ "=1", "without a name", NULL },
+		{ "%zz=1", "parameter name", NULL },
+		{ "%ff=1", "parameter name", NULL },
 	};
 	struct http_query q;
 	char *cause = NULL, many[HTTP_QUERY_PARAMS_MAX * 8 + 8];
@@ -231,6 +231,11 @@ test_query(void)
 		CHECK(http_query_parse(bad[i].query, &q, &cause) == -1);
 		CHECK_CAUSE(cause, bad[i].needle);
 		CHECK(q.n == 0 && q.params == NULL);
+		if (bad[i].name != NULL)
+			CHECK_STR(q.bad, bad[i].name);
+		else
+			CHECK(q.bad == NULL);
+		http_query_free(&q);
 	}
 	CHECK(http_query_parse("", &q, &cause) == 0 && q.n == 0);
 	http_query_free(&q);
@@ -245,6 +250,7 @@ test_query(void)
 		o += (size_t)snprintf(many + o, sizeof(many) - o, "p%zu=&", i);
 	CHECK(http_query_parse(many, &q, &cause) == -1);
 	CHECK_CAUSE(cause, "more than");
+	http_query_free(&q);
 	free(cause);
 }
 
