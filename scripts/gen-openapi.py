@@ -59,6 +59,9 @@ schemas = {
       "timeout_s": {"type": "integer", "minimum": 0, "maximum": 2592000, "default": 0},
       "idle_timeout_s": {"type": "integer", "minimum": 0, "maximum": 2592000, "default": 21600},
       "auto_pause": {"type": "boolean", "default": False},
+      "disk_mb": {"type": "integer", "minimum": 1, "maximum": 16777216, "description":
+          "disk size in MiB: the guest's block device; default and minimum the template image's size, "
+          "maximum the operator's max_disk_mb (400 naming disk_mb otherwise)"},
       "network": ref("Network")}},
   "Sandbox": {"type": "object", "properties": {
       "id": {"type": "string"}, "state": {"type": "string", "enum": ["creating", "running", "paused",
@@ -74,7 +77,10 @@ schemas = {
       "error": {"type": "string", "nullable": True, "description": "the last failure; for a "
           "guest that died (panic, poweroff, halt, agent unhealthy past the grace) the cause, then "
           "'; console tail:\\n' and the last 4 KiB of its serial console, bytes that are not UTF-8 "
-          "and control characters written as \\xNN, a backslash as \\\\"}}},
+          "and control characters written as \\xNN, a backslash as \\\\"},
+      "disk_mb": {"type": "integer", "nullable": True, "description":
+          "disk size in MiB (the guest's block device, which bounds what it can write on the host); "
+          "null while no disk exists yet"}}},
   "Health": {"type": "object", "description": "the guest agent as airlockd's probes see it: "
       "unhealthy while it does not answer; after unhealthy_grace_s the sandbox is failed or "
       "restarted from its snapshot (on_unhealthy)", "properties": {
