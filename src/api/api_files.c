@@ -5,6 +5,7 @@
  * consumer falls behind.
  */
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,10 +23,38 @@
 #define FILES_PIPE_HIGH		(1024 * 1024)	/* pause the producer above this */
 #define FILES_ERR_MAX		4096
 
+/*
+ * No component of a guest path may exceed NAME_MAX: refused here, naming
+ * the field, rather than as the guest's ENAMETOOLONG (which cannot say
+ * which field carried it). The guest checks everything else.
+ */
+static int
+files_path_check(struct api_call *c, const char *field, const char *path)
+{
+	const char *p = path, *slash;
+
+	while (*p != '\0') {
+		slash = strchr(p, '/');
+		size_t n = slash != NULL ? (size_t)(slash - p) : strlen(p);
+		if (n > NAME_MAX)
+			return api_fail(c, 400, "bad_request", field, "%s: a path component is "
+			    "%zu bytes, longer than %d (NAME_MAX)", field, n, NAME_MAX);
+		if (slash == NULL)
+			break;
+		p = slash + 1;
+	}
+	return 0;
+}
+
 static struct sandbox *
 files_sandbox(struct api_call *c)
 {
-	struct sandbox *sb = api_sandbox(c, "running");
+	const char *qpath = api_query_str(c, "path");
+	struct sandbox *sb;
+
+	if (qpath != NULL && files_path_check(c, "path", qpath) == -1)
+		return NULL;
+	sb = api_sandbox(c, "running");
 
 	if (sb != NULL && sb_agent(sb) == NULL) {
 		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
@@ -461,7 +490,7 @@ body_path(struct api_call *c, const char *field, const char **out)
 		return -1;
 	if (**out == '\0')
 		return api_fail(c, 400, "bad_request", field, "%s: must not be empty", field);
-	return 0;
+	return files_path_check(c, field, *out);
 }
 
 void

@@ -104,6 +104,17 @@ def test_files_utf8(c, sid):
                 field="path", needle="path: not valid UTF-8")
     refused(c, "2 path cut UTF-8", "GET", f"/v1/sandboxes/{sid}/files/watch?path=/tmp/%c3",
             field="path", needle="path: not valid UTF-8")
+    # A component over NAME_MAX is the caller's mistake, named at the API, not
+    # the guest's ENAMETOOLONG (found by the property fuzzer).
+    long = "/tmp/" + "A" * 300
+    refused(c, "2 long component (query)", "GET", f"/v1/sandboxes/{sid}/files/stat?path={long}",
+            field="path", needle="NAME_MAX")
+    for route, body, field in (("mkdir", {"path": long}, "path"),
+                               ("remove", {"path": long}, "path"),
+                               ("move", {"from": long, "to": "/tmp/x"}, "from"),
+                               ("move", {"from": "/tmp/x", "to": long}, "to")):
+        refused(c, "2 long component", "POST", f"/v1/sandboxes/{sid}/files/{route}", body,
+                field=field, needle="NAME_MAX")
     alive(c, "2 files")
 
 # 3. A ?sandbox= value with a bad escape was read as absent: the scope fell

@@ -180,7 +180,9 @@ def test_floor(d, root):
         m = re.search(r"has (\d+) MiB free", msg)
         check("the refusal names the free space (within 1 GiB of statvfs)",
               m is not None and abs(int(m.group(1)) - free_mb) < 1024, msg)
-    expect_error(c, "POST", "/v1/templates", {"name": "floor-test", "recipe": {}}, 507,
+    # A valid recipe: a bad one is refused (400) before the floor is looked at.
+    recipe = {"from": {"distro": "debian", "suite": "bookworm", "variant": "minbase"}}
+    expect_error(c, "POST", "/v1/templates", {"name": "floor-test", "recipe": recipe}, 507,
                  "insufficient_storage", ("floor",))
     check("no sandbox record was made", c.call("GET", "/v1/sandboxes")["sandboxes"] == [])
     build = os.path.join(d.dir, "build")
