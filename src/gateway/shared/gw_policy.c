@@ -142,7 +142,7 @@ gw_rule_parse_text(const char *text, struct gw_rule *r, int need_port, char **ca
 	const char *hostpart;
 
 	if (strlen(text) >= sizeof buf) {
-		cause_set(cause, "too long");
+		cause_set(cause, "host: longer than %zu bytes", sizeof buf - 1);
 		return -1;
 	}
 	snprintf(buf, sizeof buf, "%s", text);
