@@ -4,19 +4,15 @@
 Starts its own airlockd (own data dir; kernel and templates shared), runs N
 creates and M tiny execs, prints median/p90/p99 and writes JSON to stdout.
 Usage: bench/api_bench.py [--airlockd build/src/airlockd/airlockd] [--creates 20] [--execs 100]"""
-import argparse, json, os, statistics, sys, time
+import argparse, json, os, sys, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 from daemon_client import Daemon
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib
 
 def summary(name, xs):
-    return {"name": name, "n": len(xs), "p50_ms": round(pct(xs, 50) * 1000, 1),
-            "p90_ms": round(pct(xs, 90) * 1000, 1), "p99_ms": round(pct(xs, 99) * 1000, 1),
-            "mean_ms": round(statistics.mean(xs) * 1000, 1)}
+    return benchlib.summary(xs, name=name)
 
 def main():
     ap = argparse.ArgumentParser()

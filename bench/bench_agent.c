@@ -20,7 +20,7 @@
 #include "images/template.h"
 #include "vm/accel.h"
 #include "vm/vm_boot.h"
-#include "../tests/integration/agent_harness.h"
+#include "../tests/lib/agent_harness.h"
 
 static int
 dcmp(const void *a, const void *b)

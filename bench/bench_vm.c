@@ -9,8 +9,12 @@
  *   pause/resume  QMP stop/cont round trips through the driver
  *   memory      RSS/PSS of the VMM per idle sandbox: booted, restored,
  *               and N concurrent shared-base clones
+ *   agent wake  a restored guest left running idle (its agent waiting for
+ *               a host), then connect -> PONG: how fast the agent notices
+ *               the host (issue 13 item 7)
  *
- * Usage: bench_vm [-n RUNS] [-c CLONES]   (defaults 20, 4)
+ * Usage: bench_vm [-n RUNS] [-c CLONES] [-w]   (defaults 20, 4; -w: only
+ * the base snapshot and the agent wake series)
  * Prints a markdown table: median and p90 per metric.
  */
 #include <sys/socket.h>
@@ -30,90 +34,18 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "images/stor_snapshot.h"
-#include "../tests/integration/vmtest.h"
+#include "../tests/lib/vmtest.h"
+#include "bench_common.h"
 
-#define BENCH_BOOT_MS	180000
-#define BENCH_OP_MS	60000
 #define BENCH_PING_MS	3000
-#define BENCH_MAX	1000
+#define BENCH_POLL_MS	5	/* agent socket poll slice between loop turns */
 
-struct series {
-	const char	*name;
-	const char	*unit;
-	double		 v[BENCH_MAX];
-	int		 n;
-};
-
-static char tag[32];
 static struct series ph_cold_spawn = { .name = "cold boot phase: jail set up, QEMU exec'd", .unit = "ms" },
     ph_cold_qmp = { .name = "cold boot phase: QMP ready", .unit = "ms" },
     ph_chk = { .name = "restore phase: header + devstate checksum (+ RAM reflink in own mode)", .unit = "ms" },
     ph_spawn = { .name = "restore phase: jail set up, QEMU exec'd", .unit = "ms" },
     ph_qmp = { .name = "restore phase: QMP ready", .unit = "ms" };
 static int runs = 20, nclones = 4;
-
-static void
-add(struct series *s, double v)
-{
-	if (s->n < BENCH_MAX)
-		s->v[s->n++] = v;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void
-report(struct series *s)
-{
-	double med, p90;
-
-	if (s->n == 0) {
-		printf("| %s | n/a | n/a | 0 |\n", s->name);
-		return;
-	}
-	qsort(s->v, (size_t)s->n, sizeof(double), cmp_double);
-	med = s->n % 2 ? s->v[s->n / 2] : (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
-	p90 = s->v[(int)((s->n - 1) * 0.9 + 0.5)];
-	printf("| %s | %.1f %s | %.1f %s | %d |\n", s->name, med, s->unit, p90, s->unit, s->n);
-	fflush(stdout);
-}
-
-static int
-sandbox(const char *suffix, int i, const char *rootfs, struct stor_sandbox *ss)
-{
-	char *name, *cause = NULL;
-	int rc;
-
-	xasprintf(&name, "%s-%s%d", tag, suffix, i);
-	rc = stor_sandbox_create(name, rootfs, 256ULL << 20, ss, &cause);
-	if (rc == -1) {
-		fprintf(stderr, "bench: %s\n", cause);
-		free(cause);
-	}
-	free(name);
-	return rc;
-}
-
-static void
-finish(struct vt *t, struct stor_sandbox *ss)
-{
-	char *cause = NULL;
-
-	if (t->vm != NULL && vm_state(t->vm) != VM_EXITED) {
-		t->done = 0;
-		if (vm_stop(t->vm, 0, vt_done, &cause) == 0)
-			vt_wait_flag(&t->done, BENCH_OP_MS);
-		free(cause);
-	}
-	vm_free(t->vm);
-	vt_clear(t);
-	stor_sandbox_destroy(ss, NULL);
-}
 
 /* Idle memory of the VMM after settle_ms: RSS and PSS in MiB. */
 static void
@@ -125,61 +57,8 @@ idle_memory(struct vt *t, int settle_ms, struct series *rss, struct series *pss)
 	while (vt_now() < end)
 		vt_run(50);
 	vm_stats(t->vm, &st);
-	add(rss, (double)st.rss_kb / 1024.0);
-	add(pss, (double)st.pss_kb / 1024.0);
-}
-
-/*
- * Agent readiness after a restore: HELLO + PING on the agent socket until a
- * PONG comes back. Returns ms, or -1 when the agent does not answer.
- */
-static double
-agent_ping_ms(struct vm *vm, double t0)
-{
-	uint8_t out[2 * CHAN_CTL_MAX + 8], in[4096];
-	size_t olen, ilen = 0;
-	struct pollfd pfd;
-	double end = vt_now() + BENCH_PING_MS / 1000.0;
-	int fd;
-
-	if ((fd = vm_agent_connect(vm, NULL)) == -1)
-		return -1;
-	olen = chan_encode_ctl(out, CHAN_HELLO, 0, CHAN_VERSION, CHAN_INITIAL_WINDOW, NULL);
-	olen += chan_encode_hdr(out + olen, CHAN_PING, 0, 8);
-	memcpy(out + olen, "airlockb", 8);
-	olen += 8;
-	if (write(fd, out, olen) != (ssize_t)olen) {
-		close(fd);
-		return -1;
-	}
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	while (vt_now() < end) {
-		struct chan_frame f;
-		const char *err;
-		long used;
-
-		/* Keep the driver's loop turning: the console must be drained. */
-		event_base_loop(vt_base, EVLOOP_NONBLOCK);
-		if (poll(&pfd, 1, 5) <= 0)
-			continue;
-		ssize_t n = read(fd, in + ilen, sizeof(in) - ilen);
-		if (n <= 0)
-			break;
-		ilen += (size_t)n;
-		while ((used = chan_decode(in, ilen, &f, &err)) > 0) {
-			if (f.type == CHAN_PONG) {
-				close(fd);
-				return (vt_now() - t0) * 1000.0;
-			}
-			memmove(in, in + used, ilen - (size_t)used);
-			ilen -= (size_t)used;
-		}
-		if (used == -1 || ilen == sizeof(in))
-			break;
-	}
-	close(fd);
-	return -1;
+	bench_add(rss, (double)st.rss_kb / 1024.0);
+	bench_add(pss, (double)st.pss_kb / 1024.0);
 }
 
 static void
@@ -193,7 +72,7 @@ bench_cold(struct series *running, struct series *ready, struct series *rss,
 
 	for (i = 0; i < runs; i++) {
 		memset(&t, 0, sizeof(t));
-		if (sandbox("cold", i, vt_tp.rootfs, &ss) == -1)
+		if (bench_sandbox("cold", i, vt_tp.rootfs, &ss) == -1)
 			return;
 		struct vm_config c = vt_config(ss.ss_name, &ss, -1, -1, NULL);
 		double t0 = vt_now();
@@ -207,53 +86,17 @@ bench_cold(struct series *running, struct series *ready, struct series *rss,
 		if (vt_wait_flag(&t.done, BENCH_OP_MS) == 0 && t.ok) {
 			struct vm_timings tm;
 
-			add(running, (vt_now() - t0) * 1000.0);
+			bench_add(running, (vt_now() - t0) * 1000.0);
 			vm_timings(t.vm, &tm);
-			add(&ph_cold_spawn, tm.spawned);
-			add(&ph_cold_qmp, tm.qmp_ready);
+			bench_add(&ph_cold_spawn, tm.spawned);
+			bench_add(&ph_cold_qmp, tm.qmp_ready);
 		}
 		if (vt_wait_line(&t, 0, AGENT_READY_LINE, BENCH_BOOT_MS) >= 0) {
-			add(ready, (vt_now() - t0) * 1000.0);
+			bench_add(ready, (vt_now() - t0) * 1000.0);
 			idle_memory(&t, 1000, rss, pss);
 		}
-		finish(&t, &ss);
+		bench_finish(&t, &ss);
 	}
-}
-
-/* Boot once to agent-ready and suspend it into the base snapshot. */
-static char *
-make_base(void)
-{
-	struct stor_sandbox ss;
-	struct vt t;
-	char *cause = NULL, *id, *dir = NULL;
-
-	memset(&t, 0, sizeof(t));
-	if (sandbox("base", 0, vt_tp.rootfs, &ss) == -1)
-		return NULL;
-	struct vm_config c = vt_config(ss.ss_name, &ss, -1, -1, NULL);
-	t.vm = vm_boot(vt_base, &c, vt_event, vt_done, &t, &cause);
-	if (t.vm == NULL || vt_wait_line(&t, 0, AGENT_READY_LINE, BENCH_BOOT_MS) < 0) {
-		fprintf(stderr, "bench: base boot failed: %s\n", cause ? cause : "no ready line");
-		free(cause);
-		finish(&t, &ss);
-		return NULL;
-	}
-	vt_run(500);
-	xasprintf(&id, "%s-base", tag);
-	t.done = 0;
-	double t0 = vt_now();
-	if (vm_snapshot(t.vm, id, 1, vt_done, &cause) == 0 &&
-	    vt_wait_flag(&t.done, BENCH_OP_MS) == 0 && t.ok) {
-		dir = paths_data("snapshots/%s", id);
-		fprintf(stderr, "bench: base snapshot (suspend) took %.1f ms\n",
-		    (vt_now() - t0) * 1000.0);
-	} else
-		fprintf(stderr, "bench: snapshot failed: %s\n", cause ? cause : t.error);
-	free(cause);
-	free(id);
-	finish(&t, &ss);
-	return dir;
 }
 
 static void
@@ -274,7 +117,7 @@ bench_restore(const char *snapdir, enum vm_restore_mem mode, int memfd,
 		t = last ? keep : &local;
 		ss = last ? keep_ss : &local_ss;
 		memset(t, 0, sizeof(*t));
-		if (sandbox(mode == VM_RESTORE_OWN ? "own" : "shr", i, rootfs, ss) == -1)
+		if (bench_sandbox(mode == VM_RESTORE_OWN ? "own" : "shr", i, rootfs, ss) == -1)
 			break;
 		struct vm_config c = vt_config(ss->ss_name, ss, -1, -1, NULL);
 		double t0 = vt_now();
@@ -289,20 +132,91 @@ bench_restore(const char *snapdir, enum vm_restore_mem mode, int memfd,
 			struct vm_timings tm;
 			double ms;
 
-			add(running, (vt_now() - t0) * 1000.0);
+			bench_add(running, (vt_now() - t0) * 1000.0);
 			if (mode == VM_RESTORE_SHARED) {
 				vm_timings(t->vm, &tm);
-				add(&ph_chk, tm.checked);
-				add(&ph_spawn, tm.spawned);
-				add(&ph_qmp, tm.qmp_ready);
+				bench_add(&ph_chk, tm.checked);
+				bench_add(&ph_spawn, tm.spawned);
+				bench_add(&ph_qmp, tm.qmp_ready);
 			}
-			if ((ms = agent_ping_ms(t->vm, t0)) >= 0)
-				add(ready, ms);
+			if ((ms = bench_agent_ping_ms(t->vm, t0, BENCH_PING_MS, BENCH_POLL_MS)) >= 0)
+				bench_add(ready, ms);
 			idle_memory(t, 1000, rss, pss);
 		}
 		if (last && t->ok)
 			break;
-		finish(t, ss);
+		bench_finish(t, ss);
+	}
+	free(rootfs);
+}
+
+/*
+ * Restore, let the guest run idle for BENCH_WAKE_IDLE_MS (the agent is now
+ * waiting on its port, as in a pool member after cont), then time the
+ * host's connect -> HELLO -> PONG; disconnect, idle again, and time a
+ * reconnect, when TCG has the agent's code translated: that one is the
+ * agent's wake-up (probe timer or fd wake) plus one round trip. In the
+ * first runs, also the VMM's CPU while the guest idles with no host (a
+ * pool member's cost: a probe timer wakes the vCPU 50 times a second).
+ */
+#define BENCH_WAKE_IDLE_MS	300
+#define BENCH_IDLE_RUNS		5
+#define BENCH_IDLE_S		5
+static void
+bench_wake(const char *snapdir, int memfd, struct series *wake, struct series *wake2,
+    struct series *idle_cpu)
+{
+	struct stor_sandbox ss;
+	struct vt t;
+	char *cause = NULL, *rootfs;
+	double ms, end;
+	int i;
+
+	xasprintf(&rootfs, "%s/%s", snapdir, STOR_SNAP_ROOTFS);
+	for (i = 0; i < runs; i++) {
+		memset(&t, 0, sizeof(t));
+		if (bench_sandbox("wake", i, rootfs, &ss) == -1)
+			break;
+		struct vm_config c = vt_config(ss.ss_name, &ss, -1, -1, NULL);
+		t.vm = vm_restore(vt_base, &c, snapdir, VM_RESTORE_SHARED, memfd, vt_event, vt_done,
+		    &t, &cause);
+		if (t.vm == NULL) {
+			fprintf(stderr, "bench: restore: %s\n", cause);
+			free(cause);
+			stor_sandbox_destroy(&ss, NULL);
+			break;
+		}
+		if (vt_wait_flag(&t.done, BENCH_OP_MS) == 0 && t.ok) {
+			end = vt_now() + BENCH_WAKE_IDLE_MS / 1000.0;
+			while (vt_now() < end)
+				vt_run(20);
+			if ((ms = bench_agent_ping_ms(t.vm, vt_now(), BENCH_PING_MS, BENCH_POLL_MS)) >= 0)
+				bench_add(wake, ms);
+			/* Again, the agent's code now translated: the wake-up alone. */
+			end = vt_now() + BENCH_WAKE_IDLE_MS / 1000.0;
+			while (vt_now() < end)
+				vt_run(20);
+			if ((ms = bench_agent_ping_ms(t.vm, vt_now(), BENCH_PING_MS, BENCH_POLL_MS)) >= 0)
+				bench_add(wake2, ms);
+			/* An idle member with no host: what its waiting costs the host CPU. */
+			if (i < BENCH_IDLE_RUNS && idle_cpu != NULL) {
+				struct vm_stats a, b;
+				double t0 = vt_now();
+
+				vm_stats(t.vm, &a);
+				end = t0 + BENCH_IDLE_S;
+				while (vt_now() < end)
+					vt_run(100);
+				vm_stats(t.vm, &b);
+				bench_add(idle_cpu, 100.0 * (b.cpu_seconds - a.cpu_seconds) / (vt_now() - t0));
+			}
+			vt_run(100);
+			/* What the agent said about its port, once: how it waited. */
+			for (int l = 0; i == 0 && l < t.nlines; l++)
+				if (strstr(t.lines[l], "airlock-agent:") != NULL)
+					fprintf(stderr, "bench: guest: %s\n", t.lines[l]);
+		}
+		bench_finish(&t, &ss);
 	}
 	free(rootfs);
 }
@@ -321,12 +235,12 @@ bench_pause(struct vt *t, struct series *pause, struct series *resume)
 			fprintf(stderr, "bench: pause: %s\n", cause ? cause : t->error);
 			break;
 		}
-		add(pause, (vt_now() - t0) * 1000.0);
+		bench_add(pause, (vt_now() - t0) * 1000.0);
 		t0 = vt_now();
 		t->done = 0;
 		if (vm_resume(t->vm, vt_done, &cause) == -1 || vt_wait_flag(&t->done, BENCH_OP_MS))
 			break;
-		add(resume, (vt_now() - t0) * 1000.0);
+		bench_add(resume, (vt_now() - t0) * 1000.0);
 		vt_run(20);
 	}
 	free(cause);
@@ -345,7 +259,7 @@ bench_clones(const char *snapdir, int memfd, struct series *rss, struct series *
 	xasprintf(&rootfs, "%s/%s", snapdir, STOR_SNAP_ROOTFS);
 	memset(t, 0, sizeof(t));
 	for (i = 0; i < n; i++)
-		if (sandbox("clone", i, rootfs, &ss[i]) == -1)
+		if (bench_sandbox("clone", i, rootfs, &ss[i]) == -1)
 			n = i;
 	t0 = vt_now();
 	for (i = 0; i < n; i++) {
@@ -361,7 +275,7 @@ bench_clones(const char *snapdir, int memfd, struct series *rss, struct series *
 	}
 	for (i = 0; i < n; i++)
 		if (t[i].vm != NULL && vt_wait_flag(&t[i].done, BENCH_OP_MS) == 0 && t[i].ok)
-			add(running, (vt_now() - t0) * 1000.0);
+			bench_add(running, (vt_now() - t0) * 1000.0);
 	for (i = 0; i < 40; i++)
 		vt_run(50);
 	for (i = 0; i < n; i++) {
@@ -370,11 +284,11 @@ bench_clones(const char *snapdir, int memfd, struct series *rss, struct series *
 		if (t[i].vm == NULL)
 			continue;
 		vm_stats(t[i].vm, &st);
-		add(rss, (double)st.rss_kb / 1024.0);
-		add(pss, (double)st.pss_kb / 1024.0);
+		bench_add(rss, (double)st.rss_kb / 1024.0);
+		bench_add(pss, (double)st.pss_kb / 1024.0);
 	}
 	for (i = 0; i < n; i++)
-		finish(&t[i], &ss[i]);
+		bench_finish(&t[i], &ss[i]);
 	free(rootfs);
 }
 
@@ -396,42 +310,56 @@ main(int argc, char **argv)
 	    resume = { .name = "resume (QMP cont via driver)", .unit = "ms" },
 	    cl_run = { .name = "concurrent clones: all-start to each running", .unit = "ms" },
 	    cl_rss = { .name = "concurrent shared clone idle RSS", .unit = "MiB" },
-	    cl_pss = { .name = "concurrent shared clone idle PSS", .unit = "MiB" };
-	struct stor_snap_header h;
+	    cl_pss = { .name = "concurrent shared clone idle PSS", .unit = "MiB" },
+	    wake = { .name = "restored (shared) guest idle 300 ms: host connect to agent PONG",
+		.unit = "ms" },
+	    wake2 = { .name = "same guest, host gone 300 ms: reconnect to agent PONG", .unit = "ms" },
+	    idle_cpu = { .name = "restored guest idle, no host connected: VMM CPU (5 s)",
+		.unit = "% of a core" };
 	struct stor_sandbox keep_ss;
 	struct vt keep;
-	char *snapdir, *cause = NULL;
-	int ch, memfd = -1;
+	char *snapdir;
+	int ch, memfd = -1, wake_only = 0;
 
-	while ((ch = getopt(argc, argv, "n:c:")) != -1) {
+	while ((ch = getopt(argc, argv, "n:c:w")) != -1) {
 		switch (ch) {
 		case 'n': runs = atoi(optarg); break;
 		case 'c': nclones = atoi(optarg); break;
+		case 'w': wake_only = 1; break;
 		default:
-			fprintf(stderr, "usage: bench_vm [-n RUNS] [-c CLONES]\n");
+			fprintf(stderr, "usage: bench_vm [-n RUNS] [-c CLONES] [-w]\n");
 			return 2;
 		}
 	}
 	if (runs < 1 || runs > BENCH_MAX / 2)
 		runs = 20;
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(tag, sizeof(tag), "bvm%ld", (long)getpid());
+	snprintf(bench_tag, sizeof(bench_tag), "bvm%ld", (long)getpid());
 	if (vt_setup() == -1)
 		return 1;
 	fprintf(stderr, "bench: accel %s, %d runs\n", accel_name(vt_ai.accel), runs);
 	double tb = vt_now();
 #define PHASE(x) fprintf(stderr, "bench: %s done at %.1f s\n", x, vt_now() - tb)
-	bench_cold(&cold_run, &cold_ready, &cold_rss, &cold_pss);
-	PHASE("cold boot");
-	if ((snapdir = make_base()) == NULL)
-		return 1;
-	if (stor_snapshot_load(snapdir, &h, &cause) == -1 ||
-	    stor_snapshot_memfd(snapdir, h.mem_size, &memfd, &cause) == -1) {
-		fprintf(stderr, "bench: %s\n", cause);
-		return 1;
+	if (!wake_only) {
+		bench_cold(&cold_run, &cold_ready, &cold_rss, &cold_pss);
+		PHASE("cold boot");
 	}
-	stor_snap_header_free(&h);
+	if ((snapdir = bench_base(&memfd)) == NULL)
+		return 1;
 	PHASE("base snapshot + memfd");
+	bench_wake(snapdir, memfd, &wake, &wake2, &idle_cpu);
+	PHASE("agent wake");
+	if (wake_only) {
+		close(memfd);
+		stor_snapshot_remove(snapdir, NULL);
+		free(snapdir);
+		printf("| metric | median | p90 | runs |\n|---|---|---|---|\n");
+		bench_report(&wake);
+		bench_report(&wake2);
+		bench_report(&idle_cpu);
+		vt_teardown();
+		return 0;
+	}
 	memset(&keep, 0, sizeof(keep));
 	bench_restore(snapdir, VM_RESTORE_OWN, -1, &own_run, &own_ready, &own_rss, &own_pss,
 	    &keep, &keep_ss);
@@ -440,7 +368,7 @@ main(int argc, char **argv)
 	PHASE("restores");
 	if (keep.vm != NULL) {
 		bench_pause(&keep, &pause, &resume);
-		finish(&keep, &keep_ss);
+		bench_finish(&keep, &keep_ss);
 	}
 	PHASE("pause/resume");
 	bench_clones(snapdir, memfd, &cl_rss, &cl_pss, &cl_run);
@@ -450,28 +378,31 @@ main(int argc, char **argv)
 	free(snapdir);
 
 	printf("| metric | median | p90 | runs |\n|---|---|---|---|\n");
-	report(&ph_cold_spawn);
-	report(&ph_cold_qmp);
-	report(&cold_run);
-	report(&cold_ready);
-	report(&ph_chk);
-	report(&ph_spawn);
-	report(&ph_qmp);
-	report(&own_run);
-	report(&own_ready);
-	report(&shr_run);
-	report(&shr_ready);
-	report(&cl_run);
-	report(&pause);
-	report(&resume);
-	report(&cold_rss);
-	report(&cold_pss);
-	report(&own_rss);
-	report(&own_pss);
-	report(&shr_rss);
-	report(&shr_pss);
-	report(&cl_rss);
-	report(&cl_pss);
+	bench_report(&ph_cold_spawn);
+	bench_report(&ph_cold_qmp);
+	bench_report(&cold_run);
+	bench_report(&cold_ready);
+	bench_report(&ph_chk);
+	bench_report(&ph_spawn);
+	bench_report(&ph_qmp);
+	bench_report(&own_run);
+	bench_report(&own_ready);
+	bench_report(&shr_run);
+	bench_report(&shr_ready);
+	bench_report(&cl_run);
+	bench_report(&wake);
+	bench_report(&wake2);
+	bench_report(&idle_cpu);
+	bench_report(&pause);
+	bench_report(&resume);
+	bench_report(&cold_rss);
+	bench_report(&cold_pss);
+	bench_report(&own_rss);
+	bench_report(&own_pss);
+	bench_report(&shr_rss);
+	bench_report(&shr_pss);
+	bench_report(&cl_rss);
+	bench_report(&cl_pss);
 	vt_teardown();
 	return 0;
 }

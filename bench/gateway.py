@@ -17,13 +17,15 @@ import json, os, shutil, statistics, subprocess, sys, tempfile, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TOP, "tests", "testnet"))
-sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, os.path.join(TOP, "tests", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib                 # noqa: E402
 import testnet as tn            # noqa: E402
 from standin import Standin     # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 GWBIN = os.path.join(BUILD, "src", "gateway", "airlock-gateway")
-TOOL = os.path.join(BUILD, "tests", "integration", "gw_standin")
+TOOL = os.path.join(BUILD, "tests", "lib", "gw_standin")
 HOST = tn.name("allowed")
 KEEPALIVE_N = 300
 FRESH_N = 40
@@ -31,14 +33,8 @@ BULK = 256 << 20
 IDLE_N = 40
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
-
-
 def summary_ms(xs):
-    return {"p50_ms": round(pct(xs, 50) * 1000, 3), "p90_ms": round(pct(xs, 90) * 1000, 3),
-            "p99_ms": round(pct(xs, 99) * 1000, 3), "n": len(xs)}
+    return benchlib.summary(xs, digits=3)
 
 
 def curl_times(ns, cacert, urls, extra=()):

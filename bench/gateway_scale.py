@@ -4,7 +4,7 @@ with 1, 4 and 16 concurrent sandboxes, by gateway thread count.
 
 For each thread count (--threads 1, and one per online core) a real
 airlock-gateway is started in the test internet's upstream namespace
-(tests/testnet) and K netns stand-in guests (tests/integration/standin.py:
+(tests/testnet) and K netns stand-in guests (tests/lib/standin.py:
 the product's island, rules and sockets, a veth where the VM's tap would be)
 are attached to it. Each guest downloads BULK/K bytes over HTTPS from the
 same test-internet server at the same time (allowlist mode: TLS terminated,
@@ -29,13 +29,13 @@ import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, thread
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TOP, "tests", "testnet"))
-sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, os.path.join(TOP, "tests", "lib"))
 import testnet as tn            # noqa: E402
 from standin import Standin     # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 GWBIN = os.path.join(BUILD, "src", "gateway", "airlock-gateway")
-TOOL = os.path.join(BUILD, "tests", "integration", "gw_standin")
+TOOL = os.path.join(BUILD, "tests", "lib", "gw_standin")
 HOST = tn.name("allowed")
 # Any address: the island's rules redirect every guest TCP SYN to the gateway.
 FLOOD_DST = "203.0.113.7"

@@ -1,7 +1,7 @@
 /*
  * The REST API end to end below the VMs: raw client bytes go through the
  * real http_server (libevent, on this process's own event loop) into the
- * real api_router, its auth (SQLite store in a scratch data dir), JSON
+ * real e2b_front (src/e2b/: E2B's API and envd proxy) and api_router, their auth (SQLite store in a scratch data dir), JSON
  * validation and every handler. Only what sits behind the API is fake:
  *
  *   - the sandbox manager (sbm.h): a fixed table of sandboxes in known
@@ -46,13 +46,16 @@
 
 #include "api/api.h"
 #include "api/metrics.h"
+#include "common/paths.h"
 #include "common/util.h"
+#include "e2b/e2b.h"
 #include "config/config.h"
 #include "db/store.h"
 #include "egress/secrets.h"
 #include "http/http_parse.h"
 #include "http/http_server.h"
 #include "images/recipe.h"
+#include "images/oci_import.h"
 #include "images/template_build.h"
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
@@ -70,6 +73,11 @@ void __wrap_log_warnx(const char *fmt, ...);
 struct envd_req *__wrap_envd_request(struct agent_client *ac, const char *method,
     const char *target, const char *ctype, const void *body, ssize_t body_len,
     const char *const *extra_headers, const struct envd_cb *cb, void *arg, char **cause);
+struct envd_req *__wrap_envd_request_port(struct agent_client *ac, uint16_t guest_port,
+    const char *host_hdr, int flags, const char *method, const char *target, const char *ctype,
+    const void *body, ssize_t body_len, const char *const *extra_headers,
+    const struct envd_cb *cb, void *arg, char **cause);
+const struct http_head *__wrap_envd_req_response_head(const struct envd_req *r);
 void __wrap_envd_req_write(struct envd_req *r, const void *data, size_t n);
 void __wrap_envd_req_end(struct envd_req *r);
 size_t __wrap_envd_req_pending(const struct envd_req *r);
@@ -97,9 +105,10 @@ struct sandbox {
 	int		 used;
 	int		 refs;		/* the API's references */
 	int		 streams;
+	int		 execs;
 	json_t		*metadata, *network, *env;
 	int64_t		 timeout_s, idle_timeout_s;
-	int		 auto_pause;
+	int		 auto_pause, auto_resume;
 };
 
 struct sbm {
@@ -232,6 +241,8 @@ sbm_reset(void)
 	for (i = 0; i < FZ_SANDBOXES; i++)
 		sb_reset(&fake_sbm.sb[i], i < FZ_FIXED ? fixed[i][0] : NULL,
 		    i < FZ_FIXED ? fixed[i][1] : NULL, i < FZ_FIXED ? fixed[i][2] : NULL);
+	/* The suspended one has E2B's autoResume: envd traffic to it takes the wake path. */
+	fake_sbm.sb[2].auto_pause = fake_sbm.sb[2].auto_resume = 1;
 }
 
 struct sandbox *
@@ -247,14 +258,25 @@ sbm_find(struct sbm *m, const char *id, const char *project)
 	return NULL;
 }
 
+struct sandbox *
+sbm_find_token(struct sbm *m, const char *token)
+{
+	size_t i;
+
+	for (i = 0; i < FZ_SANDBOXES; i++)
+		if (m->sb[i].used && strcmp(token, sb_access_token(&m->sb[i])) == 0)
+			return &m->sb[i];
+	return NULL;
+}
+
 json_t *
 sb_json(struct sandbox *sb)
 {
-	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:O,s:O,s:O,s:I,s:I,s:b,s:n}", "id", sb->id,
+	return json_pack("{s:s,s:s,s:s,s:i,s:i,s:O,s:O,s:O,s:I,s:I,s:b,s:b,s:n}", "id", sb->id,
 	    "state", sb->state, "template", sb->tmpl, "vcpus", 2, "memory_mb", 512, "env", sb->env,
 	    "metadata", sb->metadata, "network", sb->network, "timeout_s", (json_int_t)sb->timeout_s,
 	    "idle_timeout_s", (json_int_t)sb->idle_timeout_s, "auto_pause", sb->auto_pause,
-	    "error");
+	    "auto_resume", sb->auto_resume, "error");
 }
 
 static int
@@ -302,14 +324,15 @@ sbm_list(struct sbm *m, const char *project, const char *states, json_t *metadat
 	return out;
 }
 
+/* sb_state_names and friends: the real table (sandbox/sbm_state.c is linked, not sbm.o). */
 int
-sbm_count(struct sbm *m, const char *state)
+sbm_count(struct sbm *m, int s)
 {
 	int n = 0;
 	size_t i;
 
 	for (i = 0; i < FZ_SANDBOXES; i++)
-		if (m->sb[i].used && (state == NULL || strcmp(m->sb[i].state, state) == 0))
+		if (m->sb[i].used && (s == -1 || sb_state_parse(m->sb[i].state) == s))
 			n++;
 	return n;
 }
@@ -339,7 +362,13 @@ op_finish(struct fz_task *t)
 		break;
 	case SB_OP_ADOPT:
 	case SB_OP_RECOVER:
-		abort();	/* the API never adopts or recovers: airlockd itself does */
+	case SB_OP_FORK:	/* the fake sbm_fork and sbm_snap_create never queue these */
+	case SB_OP_SNAPSHOT:
+	case SB_OP_FILL:
+	case SB_OP_SPARE:
+	case SB_OP_BASE:
+	case SB_OP_CLAIM:
+		abort();	/* the API never queues these: airlockd itself does */
 	}
 	if (to == NULL) {
 		snprintf(msg, sizeof(msg), "sandbox %s is %s", sb->id, s);
@@ -360,6 +389,11 @@ sbm_create(struct sbm *m, const struct sb_spec *spec, sb_done_cb done, void *arg
 	struct sandbox *sb = NULL;
 	size_t i;
 
+	if (spec->snapshot != NULL) {
+		*status = 404;
+		cause_set(cause, "snapshot: \"%s\" not found", spec->snapshot);
+		return NULL;
+	}
 	if (strcmp(spec->template_name, "base") != 0) {
 		*status = 422;
 		cause_set(cause, "template \"%s\" not found", spec->template_name);
@@ -376,13 +410,17 @@ sbm_create(struct sbm *m, const struct sb_spec *spec, sb_done_cb done, void *arg
 	sb_reset(sb, "fuzznew0000000000000", spec->project, "creating");
 	sb->id[SBM_ID_LEN - 1] = (char)('0' + (sb - m->sb));
 	json_decref(sb->metadata);
-	sb->metadata = json_incref(spec->metadata);
+	sb->metadata = spec->metadata != NULL ? json_incref(spec->metadata) : json_object();
 	json_decref(sb->network);
-	sb->network = json_incref(spec->network);
+	/* As the real manager (sb_record_new): no network asked for is none. */
+	sb->network = spec->network != NULL ? json_incref(spec->network) :
+	    json_pack("{s:s,s:[]}", "mode", "none", "allow");
 	json_decref(sb->env);
-	sb->env = json_incref(spec->env);
+	sb->env = spec->env != NULL ? json_incref(spec->env) : json_object();
 	sb->timeout_s = spec->timeout_s;
 	sb->idle_timeout_s = spec->idle_timeout_s;
+	sb->auto_pause = spec->auto_pause;
+	sb->auto_resume = spec->auto_resume;
 	t = task_new(op_finish);
 	t->sb = sb;
 	t->kind = SB_OP_CREATE;
@@ -419,8 +457,18 @@ sb_patch(struct sandbox *sb, int64_t timeout_s, int64_t idle_timeout_s, int auto
 	return 0;
 }
 
+void
+sb_extend(struct sandbox *sb, int64_t timeout_s)
+{
+	if (timeout_s > sb->timeout_s)
+		sb->timeout_s = timeout_s;
+}
+
+int sb_auto_resume(const struct sandbox *sb) { return sb->auto_resume; }
+
 int
-sb_set_network(struct sandbox *sb, json_t *network, char **cause)
+sb_set_network(struct sandbox *sb, json_t *network, void (*done)(void *, const char *), void *arg,
+    char **cause)
 {
 	const char *was = json_string_value(json_object_get(sb->network, "mode"));
 	const char *now = json_string_value(json_object_get(network, "mode"));
@@ -433,17 +481,85 @@ sb_set_network(struct sandbox *sb, json_t *network, char **cause)
 	}
 	json_decref(sb->network);
 	sb->network = json_incref(network);
+	done(arg, NULL);	/* no gateway here: taken at once, as for a sandbox without one */
 	return 0;
+}
+
+/* Fork and named snapshots: validated as the real manager does, then refused (no VMs here). */
+int
+sbm_fork(struct sbm *m, struct sandbox *src, int count, json_t *network, json_t *metadata,
+    int64_t timeout_s, sb_fork_cb done, void *arg, int *status, char **cause)
+{
+	*status = 400;
+	if (count < 1 || count > SBM_FORK_MAX) {
+		cause_set(cause, "count: must be 1 to %d", SBM_FORK_MAX);
+		return -1;
+	}
+	*status = 409;
+	cause_set(cause, "sandbox %s: the fuzz manager forks nothing", src->id);
+	return -1;
+}
+
+int
+sbm_snap_create(struct sbm *m, struct sandbox *src, const char *name, sb_snap_cb done,
+    void *arg, int *status, char **cause)
+{
+	*status = 400;
+	if (name == NULL || !paths_valid_name(name)) {
+		cause_set(cause, "name: not a valid snapshot name");
+		return -1;
+	}
+	*status = 409;
+	cause_set(cause, "sandbox %s: the fuzz manager snapshots nothing", src->id);
+	return -1;
+}
+
+json_t *
+sbm_snap_list(struct sbm *m, const char *project, const char *source, char **cause)
+{
+	return json_array();
+}
+
+int
+sbm_snap_delete(struct sbm *m, const char *project, const char *name_or_id, int *status,
+    char **cause)
+{
+	*status = 404;
+	cause_set(cause, "snapshot \"%s\" not found", name_or_id);
+	return -1;
+}
+
+json_t *
+sbm_snap_json(const struct store_snap *sn)
+{
+	return json_pack("{s:s,s:s}", "id", sn->id, "name", sn->name);
 }
 
 void sbm_secrets_changed(struct sbm *m, const char *scope, const char *scope_id) { }
 json_t *sbm_egress_info(struct sbm *m, const char *id, char **cause) { return NULL; }
 json_t *sb_egress_counters(struct sandbox *sb) { return NULL; }
 const char *sb_id(const struct sandbox *sb) { return sb->id; }
-const char *sb_state(const struct sandbox *sb) { return sb->state; }
+/* Template builds' VMs (api_tbuild.c): the fake has no disks. */
+const char *sb_disk_path(const struct sandbox *sb) { return NULL; }
+enum sb_state sb_state(const struct sandbox *sb) { return (enum sb_state)sb_state_parse(sb->state); }
+
+/* Pools: none in the fake manager; a set on template "base" is accepted. */
+json_t *sbm_pools_json(struct sbm *m) { return json_pack("{s:[]}", "pools"); }
+void sbm_pool_metrics(struct sbm *m, struct evbuffer *out) { }
+
+int
+sbm_pool_set(struct sbm *m, const char *template_name, int size, int spares,
+    unsigned vcpus, unsigned memory_mb, int nic, char **cause)
+{
+	if (strcmp(template_name, "base") == 0)
+		return 0;
+	cause_set(cause, "no such template");
+	return -1;
+}
 const char *sb_project(const struct sandbox *sb) { return sb->project; }
 const char *sb_console_path(const struct sandbox *sb) { return NULL; }
 const char *sb_access_token(const struct sandbox *sb) { return "fuzz-token"; }
+const char *sb_traffic_token(const struct sandbox *sb) { return NULL; }
 json_t *sb_env(const struct sandbox *sb) { return sb->env; }
 int sb_gone(const struct sandbox *sb) { return !sb->used; }
 void sb_touch(struct sandbox *sb) { }
@@ -468,6 +584,13 @@ sbm_count_unhealthy(struct sbm *m)
 	return 0;
 }
 
+/* Direct mode: no cluster worker owns anything (sbm_volume_elsewhere finds "" and agrees). */
+const char *
+sbm_worker_name(const struct sbm *m)
+{
+	return "";
+}
+
 void
 sb_host_stats(struct sandbox *sb, uint64_t *rss_bytes, double *cpu_seconds)
 {
@@ -486,6 +609,31 @@ sb_stream_end(struct sandbox *sb)
 {
 	if (--sb->streams < 0)
 		abort();	/* ended a stream it never began */
+}
+
+void
+sb_exec_begin(struct sandbox *sb)
+{
+	sb->execs++;
+}
+
+void
+sb_exec_end(struct sandbox *sb)
+{
+	if (--sb->execs < 0)
+		abort();	/* ended an exec it never began */
+}
+
+int
+sb_streams(const struct sandbox *sb)
+{
+	return sb->streams;
+}
+
+int
+sb_execs(const struct sandbox *sb)
+{
+	return sb->execs;
 }
 
 void
@@ -673,6 +821,23 @@ __wrap_envd_request(struct agent_client *ac, const char *method, const char *tar
 	return r;
 }
 
+/* The E2B front's proxy to any guest port: the same fake agent (it answers every port). */
+struct envd_req *
+__wrap_envd_request_port(struct agent_client *ac, uint16_t guest_port, const char *host_hdr, int flags,
+    const char *method, const char *target, const char *ctype, const void *body,
+    ssize_t body_len, const char *const *extra_headers, const struct envd_cb *cb, void *arg,
+    char **cause)
+{
+	return __wrap_envd_request(ac, method, target, ctype, body, body_len, extra_headers, cb,
+	    arg, cause);
+}
+
+const struct http_head *
+__wrap_envd_req_response_head(const struct envd_req *r)
+{
+	return NULL;
+}
+
 void
 __wrap_envd_req_write(struct envd_req *r, const void *data, size_t n)
 {
@@ -747,6 +912,23 @@ template_build(const struct recipe *r, const struct template_build_opts *o, char
 	return -1;
 }
 
+/* The build VM's install (api_tbuild.c): nothing is installed either. */
+int
+template_install(const char *name, const char *workdir, const char *image, json_t *m,
+    char **cause)
+{
+	cause_set(cause, "fuzz: nothing is installed");
+	return -1;
+}
+
+/* An upload's import: refused as a bad image would be (the 400 path). */
+int
+oci_import(const struct oci_import_opts *o, char **cause)
+{
+	cause_set(cause, "fuzz: imports are not run");
+	return -1;
+}
+
 pid_t
 __wrap_fork(void)
 {
@@ -798,6 +980,21 @@ check_error_body(int code, const char *body, size_t len)
 		return;		/* a HEAD answer, or framing refused before a body */
 	if ((j = json_loadb(body, len, 0, NULL)) == NULL)
 		abort();	/* an error answer that is not JSON */
+	/*
+	 * The E2B front's shapes carry the status as an integer code (its API,
+	 * the envd proxy's own 502 and 401) or a Connect code (envd 401, and
+	 * the agent's Connect errors the proxy passes on); airlock's routes
+	 * never answer those.
+	 */
+	if ((json_is_integer(json_object_get(j, "code")) &&
+	    json_integer_value(json_object_get(j, "code")) == code) ||
+	    json_is_string(json_object_get(j, "code"))) {
+		if (!json_is_string(json_object_get(j, "message")) ||
+		    json_string_length(json_object_get(j, "message")) == 0)
+			abort();
+		json_decref(j);
+		return;
+	}
 	e = json_object_get(j, "error");
 	if (!json_is_object(e) || !json_is_string(json_object_get(e, "code")) ||
 	    !json_is_string(json_object_get(e, "message")) ||
@@ -1060,7 +1257,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	task_ev = evtimer_new(base, tasks_run, NULL);
 	mets = metrics_new();
 	api = api_new(base, st, &cfg, &fake_sbm, mets);
-	srv = http_server_new(base, api_router, api);
+	srv = http_server_new(base, e2b_front, api);
 	if (http_server_listen(srv, "127.0.0.1", 0, &cause) == -1) {
 		fprintf(stderr, "fuzz_api_router: %s\n", cause);
 		abort();

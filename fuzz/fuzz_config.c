@@ -87,6 +87,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    c.listen_port > 65535 || c.max_sandboxes < 1 || c.listen_host == NULL ||
 	    *c.listen_host == '\0'))
 		abort();
+	/* An accepted pool setting parses again, within its bounds. */
+	if (rc == 0 && c.pool != NULL) {
+		struct config_pool cp[CONFIG_POOL_MAX];
+		size_t n, i;
+		if (config_pool_parse(c.pool, cp, CONFIG_POOL_MAX, &n, &cause) == -1)
+			abort();
+		for (i = 0; i < n; i++)
+			if (cp[i].size < -1 || cp[i].size > CONFIG_POOL_SIZE_MAX ||
+			    cp[i].template_name[0] == '\0')
+				abort();
+	}
 	free(cause);
 	config_free(&c);
 	return 0;

@@ -1,9 +1,10 @@
-/* Connect protocol envelopes and the JSON inside them, on arbitrary bytes. */
+/* Connect protocol envelopes and the JSON inside them (stdin base64 too), on arbitrary bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include <jansson.h>
 
+#include "common/base64.h"
 #include "guest/agent/agent.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -23,7 +24,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(void)jint(jget(jget(j, "process", NULL), "pid", NULL), -1);
 			json_t *in = jget(jget(j, "input", NULL), "stdin", NULL);
 
-			if (json_is_string(in) && b64_decode(json_string_value(in), &dec, &len) == 0)
+			if (json_is_string(in) && base64_decode_alloc(json_string_value(in), json_string_length(in), &dec, &len) == 0)
 				free(dec);
 			json_decref(j);
 		}

@@ -27,7 +27,10 @@ init(void)
 	const char *text = "{\"mode\":\"allowlist\",\"allow\":[\"api.example.com\",\"*.example.org\","
 	    "{\"host\":\"ro.example.com\",\"methods\":[\"GET\"],\"paths\":[\"/v1/*\"]}],"
 	    "\"credentials\":[{\"name\":\"TOKEN\",\"value\":\"v\",\"hosts\":[\"api.example.com\"],"
-	    "\"header\":\"Authorization\",\"format\":\"Bearer {value}\"}]}";
+	    "\"header\":\"Authorization\",\"format\":\"Bearer {value}\"}],"
+	    /* Header sets replace what the guest sent: both paths are exercised. */
+	    "\"headers\":[{\"host\":\"api.example.com\",\"set\":{\"X-Api-Key\":\"k\","
+	    "\"Authorization\":\"Bearer h\"}},{\"host\":\"*.example.org\",\"set\":{\"X-Org\":\"o\"}}]}";
 	json_t *j = json_loads(text, 0, NULL);
 
 	policy = gw_policy_parse(j, NULL);

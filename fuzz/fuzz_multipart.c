@@ -33,18 +33,12 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct mp_parser mp;
-	struct evbuffer *in;
 	size_t total = 0, half = size / 3;
 
 	if (mp_init(&mp, "XyZ", &cb, &total) == -1)
 		return 0;
-	in = evbuffer_new();
-	evbuffer_add(in, data, half);
-	if (mp_feed(&mp, in) == 0) {
-		evbuffer_add(in, data + half, size - half);
-		mp_feed(&mp, in);
-	}
-	evbuffer_free(in);
+	if (mp_feed(&mp, data, half) == 0)
+		mp_feed(&mp, data + half, size - half);
 	mp_free(&mp);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "cli/cli_sse.h"
+#include "common/base64.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,7 +22,7 @@ fuzz_sse_event(void *arg, const char *event, const char *d, size_t len)
 {
 	json_t *j = json_loadb(d, len, 0, NULL);
 	const char *b64 = json_string_value(json_object_get(j, "data"));
-	unsigned char *out;
+	uint8_t *out;
 	size_t n;
 
 	(void)arg;
@@ -29,14 +30,14 @@ fuzz_sse_event(void *arg, const char *event, const char *d, size_t len)
 	if (strlen(event) > CLI_SSE_EVENT_NAME_MAX || d[len] != '\0' || len > CLI_SSE_DATA_MAX)
 		abort();
 	if (b64 != NULL) {
-		out = malloc(strlen(b64) / 4 * 3 + 3);
-		if (out != NULL && cli_b64_decode(b64, strlen(b64), out, &n) == 0) {
-			/* Decoding what we encode must round-trip. */
-			char *enc = malloc(cli_b64_encoded_len(n) + 1);
+		out = malloc(BASE64_DECODED_MAX(strlen(b64)));
+		if (out != NULL && base64_decode(b64, strlen(b64), out, &n) == 0) {
+			/* Decoding what we encode must round-trip (URL-safe input re-encodes as standard). */
+			char *enc = malloc(BASE64_LEN(n) + 1);
 			if (enc != NULL) {
-				cli_b64_encode(out, n, enc);
+				base64_encode(out, n, enc);
 				if (strcmp(enc, b64) != 0 && strlen(b64) % 4 == 0 &&
-				    strchr(b64, '=') == NULL)
+				    strpbrk(b64, "=-_") == NULL)
 					abort();
 				free(enc);
 			}

@@ -45,9 +45,33 @@ if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then
 fi
 skipped=$(grep -c '^skip' "$results")
 if [ "$failed" -gt 0 ]; then
-	echo
-	echo "failed:"
-	grep '^fail' "$results" | sed 's/^fail /  /'
+	# CI keeps only the tail of the output: repeat each failed test's last
+	# lines here, then, last of all, a compact digest of the failing checks
+	# (lines that say FAIL) and the list, where even a short tail keeps them.
+	python3 - build-asan/meson-logs/testlog.json "$results" <<'PY'
+import json, re, sys
+failed = []
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["result"] in ("OK", "EXPECTEDFAIL", "SKIP"):
+        continue
+    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+    lines = [l for l in out.splitlines() if l.strip()]
+    failed.append((t["name"], t["result"], lines))
+    print("\n--- %s (%s), last lines:" % (t["name"], t["result"]))
+    for l in lines[-25:]:
+        print("    " + l[:300])
+print("\n== digest of the failures")
+for name, result, lines in failed:
+    bad = [l for l in lines if re.search(r"\bFAIL|CHECK failed|not ok|ERROR|Assertion|AddressSanitizer", l)]
+    print("%s (%s): %d failing line(s)" % (name, result, len(bad)))
+    for l in bad[:6]:
+        print("    " + l.strip()[:200])
+print("failed:")
+for l in open(sys.argv[2]):
+    if l.startswith("fail"):
+        print("  " + l[5:].rstrip())
+PY
 fi
 echo
 if [ "$skipped" -gt 0 ]; then

@@ -12,6 +12,13 @@ done
 if command -v node >/dev/null && command -v npm >/dev/null; then
 	missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
 fi
+# kubectl renders the kustomizations of deploy/ (tests/deploy). Debian's is
+# kubernetes-client; a kubectl from elsewhere (the `kubectl` package of
+# pkgs.k8s.io, a cloud SDK) owns /usr/bin/kubectl too, so Debian's is
+# installed only when no kubectl that renders is there.
+if ! kubectl kustomize --help >/dev/null 2>&1; then
+	missing+=(kubernetes-client)
+fi
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sed '/^$/d')
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all ${#pkgs[@]} packages present"

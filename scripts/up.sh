@@ -9,6 +9,9 @@ bash "$here/prepare.sh"
 AIRLOCK=$top/build/src/cli/airlock
 "$AIRLOCK" doctor || true
 if [ -x "$top/build/src/airlockd/airlockd" ]; then
+	# Serve the base template from a warm pool sized to the host (docs/architecture.md
+	# "Create tiers"); AIRLOCK_POOL=none turns it off, AIRLOCK_POOL=base=N sizes it.
+	export AIRLOCK_POOL=${AIRLOCK_POOL:-auto}
 	exec "$top/build/src/airlockd/airlockd" "$@"
 fi
 # Until the daemon lands: prove the host runs sandboxes by booting the base template.

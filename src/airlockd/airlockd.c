@@ -15,9 +15,13 @@
 
 #include <event2/event.h>
 
-#include "airlockd/api_tls.h"
+#include "airlockd/front_spawn.h"
+#include "airlockd/worker_role.h"
 #include "config/config.h"
+#include "front/front.h"
 #include "api/api.h"
+#include "e2b/e2b.h"
+#include "e2b/e2b_parse.h"
 #include "http/http_server.h"
 #include "api/metrics.h"
 #include "common/log.h"
@@ -37,8 +41,8 @@ forward_event(void *arg, const char *sandbox, const char *project, const char *t
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: airlockd [-n] [-d] [-c config] [--listen HOST:PORT] "
-	    "[--data-dir DIR] [--store URL]\n");
+	fprintf(stderr, "usage: airlockd [-n] [-d] [-c config] [--role direct|api|worker] "
+	    "[--listen HOST:PORT] [--data-dir DIR] [--store URL]\n");
 	exit(2);
 }
 
@@ -74,14 +78,32 @@ bootstrap_admin_key(struct store *st, const char *data_dir, char **cause)
 	return n;
 }
 
-#define SHUTDOWN_DEADLINE_MS	60000
-
 struct daemon {
 	struct event_base	*base;
-	struct http_server	*srv;
+	struct http_server	*srv;		/* the worker's side of the front's socket */
+	struct front_spawn	*front;		/* direct mode */
+	struct worker_role	*worker;	/* role worker */
 	struct sbm		*sbm;
+	int			 shutdown_ms;	/* shutdown_deadline_s */
 	int			 stopping;
 };
+
+/* GET /metrics on a worker's health_listen: what the API's /metrics shows. */
+static void
+worker_metrics(struct evbuffer *out, void *arg)
+{
+	api_metrics_render(arg, out);
+}
+
+/* POST /v1/workers/{name}/drain: placement skips us, every sandbox is suspended. */
+static void
+worker_drain(void *arg)
+{
+	struct daemon *d = arg;
+
+	worker_role_drain(d->worker);
+	sbm_drain(d->sbm, d->shutdown_ms);
+}
 
 static void
 shutdown_done(void *arg)
@@ -108,9 +130,13 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 		return;
 	}
 	log_info("signal %d: suspending sandboxes, then exiting", (int)sig);
+	if (d->front != NULL)
+		front_spawn_stop(d->front);
+	if (d->worker != NULL)
+		worker_role_drain(d->worker);
 	http_server_free(d->srv);
 	d->srv = NULL;
-	sbm_shutdown(d->sbm, SHUTDOWN_DEADLINE_MS, shutdown_done, d);
+	sbm_shutdown(d->sbm, d->shutdown_ms, shutdown_done, d);
 }
 
 /*
@@ -182,6 +208,7 @@ main(int argc, char *argv[])
 		{ "data-dir", required_argument, NULL, 'D' },
 		{ "store", required_argument, NULL, 's' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "role", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *cfgfile = CONFIG_DEFAULT_FILE;
@@ -189,7 +216,6 @@ main(int argc, char *argv[])
 	struct daemon d;
 	struct http_server *srv;
 	struct http_limits lim;
-	struct http_tls *tls = NULL;
 	const char *scheme;
 	struct event_base *base;
 	struct metrics *metrics;
@@ -198,11 +224,11 @@ main(int argc, char *argv[])
 	struct sbm *sbm;
 	struct api *api;
 	char *cause = NULL, *url;
-	int ch, check = 0, debug = 0, explicit_cfg = 0;
-	const char *flag_listen = NULL, *flag_data = NULL, *flag_store = NULL;
+	int ch, check = 0, debug = 0, explicit_cfg = 0, port;
+	const char *flag_listen = NULL, *flag_data = NULL, *flag_store = NULL, *flag_role = NULL;
 
 	log_init("airlockd", LOG_LVL_INFO);
-	while ((ch = getopt_long(argc, argv, "c:dnl:D:s:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:dnl:D:s:r:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': cfgfile = optarg; explicit_cfg = 1; break;
 		case 'd': debug = 1; break;
@@ -210,6 +236,7 @@ main(int argc, char *argv[])
 		case 'l': flag_listen = optarg; break;
 		case 'D': flag_data = optarg; break;
 		case 's': flag_store = optarg; break;
+		case 'r': flag_role = optarg; break;
 		default: usage();
 		}
 	}
@@ -220,8 +247,12 @@ main(int argc, char *argv[])
 	    config_load_env(&cfg, &cause) == -1 ||
 	    (flag_listen && parse_listen(&cfg, flag_listen, &cause) == -1) ||
 	    (flag_data && config_set(&cfg, "data_dir", flag_data, &cause) == -1) ||
-	    (flag_store && config_set(&cfg, "store", flag_store, &cause) == -1))
+	    (flag_store && config_set(&cfg, "store", flag_store, &cause) == -1) ||
+	    (flag_role && config_set(&cfg, "role", flag_role, &cause) == -1))
 		fatalx("configuration: %s", cause);
+	if (!e2b_domain_valid(cfg.e2b_domain))
+		fatalx("configuration: e2b_domain: \"%s\" is not a lowercase DNS name of two "
+		    "labels or more (e.g. sandboxes.example.com)", cfg.e2b_domain);
 	if (debug)
 		cfg.log_debug = 1;
 	log_setlevel(cfg.log_debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
@@ -229,6 +260,32 @@ main(int argc, char *argv[])
 	if (check) {
 		printf("configuration OK\n");
 		return 0;
+	}
+	if (strcmp(cfg.role, "api") == 0) {
+		log_init("airlockd-front", cfg.log_debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+		log_set_json(cfg.log_json);
+		ch = front_main(&cfg);
+		config_free(&cfg);
+		return ch;
+	}
+	if (strcmp(cfg.role, "worker") == 0) {
+		char host[256];
+		if (cfg.store_url == NULL || strncmp(cfg.store_url, "sqlite:", 7) == 0 ||
+		    strchr(cfg.store_url, ':') == NULL)
+			fatalx("role worker: the workers and API replicas share a PostgreSQL store; "
+			    "set store = postgresql://...");
+		if (cfg.worker_name == NULL) {
+			if (gethostname(host, sizeof(host)) == -1)
+				fatal("gethostname");
+			host[sizeof(host) - 1] = '\0';
+			cfg.worker_name = xstrdup(host);
+		}
+		/* It names rows, URL paths (/v1/workers/{name}) and metric labels. */
+		if (cfg.worker_name[0] == '\0' || strlen(cfg.worker_name) >= STORE_ID_MAX ||
+		    cfg.worker_name[strspn(cfg.worker_name, "abcdefghijklmnopqrstuvwxyz"
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")] != '\0')
+			fatalx("worker_name \"%s\": want 1 to %d of A-Z a-z 0-9 . _ -",
+			    cfg.worker_name, STORE_ID_MAX - 1);
 	}
 	if (geteuid() != 0)
 		fatalx("airlockd needs root (VM jails, network namespaces, nftables)");
@@ -248,7 +305,8 @@ main(int argc, char *argv[])
 		fatalx("%s", cause);
 	if (bootstrap_admin_key(st, cfg.data_dir, &cause) == -1)
 		fatalx("admin key: %s", cause);
-	if (secrets_init(cfg.data_dir, &cause) == -1)
+	if ((cfg.secrets_key != NULL ? secrets_init_path(cfg.secrets_key, &cause) :
+	    secrets_init(cfg.data_dir, &cause)) == -1)
 		fatalx("secrets key: %s", cause);
 
 	base = event_base_new();
@@ -269,21 +327,36 @@ main(int argc, char *argv[])
 		cause = NULL;
 	}
 
-	srv = http_server_new(base, api_router, api);
+	/*
+	 * E2B's routes and envd proxy first (src/e2b/); the rest is airlock's
+	 * API. Served to the API front alone, on a unix socket: the front
+	 * (an unprivileged process of its own) holds the clients' connections.
+	 */
+	srv = http_server_new(base, e2b_front, api);
 	http_limits_default(&lim);
 	lim.conns_max = (unsigned)cfg.http_conns_max;
-	lim.conns_per_addr = (unsigned)cfg.http_conns_per_addr;
+	lim.conns_per_addr = 0;
 	http_server_set_limits(srv, &lim);
 	api->srv = srv;
-	if (api_tls_setup(&cfg, &tls, &cause) == -1)
-		fatalx("tls: %s", cause);
-	if (tls != NULL)
-		http_tls_attach(tls, srv);
-	scheme = tls != NULL ? "https" : "http";
-	if (http_server_listen(srv, cfg.listen_host, cfg.listen_port, &cause) == -1)
-		fatalx("%s", cause);
 	memset(&d, 0, sizeof(d));
+	if (strcmp(cfg.role, "worker") == 0) {
+		/* The API replicas connect here; the front runs apart (their own hosts). */
+		if ((d.worker = worker_role_new(base, &cfg, st, sbm, srv, &cause)) == NULL)
+			fatalx("%s", cause);
+		worker_role_set_metrics(d.worker, worker_metrics, api);
+		api->worker_name = cfg.worker_name;
+		api->drain = worker_drain;
+		api->drain_arg = &d;
+		port = worker_role_port(d.worker);
+		scheme = "https";	/* mutual TLS, for the API replicas */
+	} else {
+		if ((d.front = front_spawn_new(base, &cfg, srv, argv, &cause)) == NULL)
+			fatalx("%s", cause);
+		port = front_spawn_port(d.front);
+		scheme = strcmp(cfg.tls, "off") != 0 ? "https" : "http";
+	}
 	d.base = base;
+	d.shutdown_ms = cfg.shutdown_deadline_s * 1000;
 	d.srv = srv;
 	d.sbm = sbm;
 	sigterm = evsignal_new(base, SIGTERM, on_signal, &d);
@@ -292,15 +365,15 @@ main(int argc, char *argv[])
 	event_add(sigint, NULL);
 
 	log_info("listening on %s://%s:%d (accel %s, store %s, data %s)", scheme, cfg.listen_host,
-	    http_server_port(srv), api->accel_name, url, cfg.data_dir);
-	printf("airlockd %s ready: %s://%s:%d\n", AIRLOCK_VERSION, scheme, cfg.listen_host,
-	    http_server_port(srv));
+	    port, api->accel_name, url, cfg.data_dir);
+	printf("airlockd %s ready: %s://%s:%d\n", AIRLOCK_VERSION, scheme, cfg.listen_host, port);
 	fflush(stdout);
 	event_base_dispatch(base);
 
+	front_spawn_free(d.front);
 	if (d.srv != NULL)
 		http_server_free(d.srv);
-	http_tls_free(tls);
+	worker_role_free(d.worker);	/* after the server: its TLS transport is the worker's */
 	api_free(api);
 	sbm_free(sbm);
 	metrics_free(metrics);

@@ -11,12 +11,12 @@
 #include "common/util.h"
 
 int
-api_tls_setup(const struct config *cfg, struct http_tls **out, char **cause)
+api_tls_files(const struct config *cfg, char **cert, char **keyp, char **cause)
 {
 	char *dir = NULL, *cadir = NULL, *crt = NULL, *key = NULL;
 	int renewed, rc = -1;
 
-	*out = NULL;
+	*cert = *keyp = NULL;
 	if (strcmp(cfg->tls, "off") == 0) {
 		if (cfg->tls_cert != NULL || cfg->tls_key != NULL) {
 			cause_set(cause, "tls_cert/tls_key are set but tls = off (want tls = file)");
@@ -29,8 +29,9 @@ api_tls_setup(const struct config *cfg, struct http_tls **out, char **cause)
 			cause_set(cause, "tls = file needs tls_cert and tls_key");
 			return -1;
 		}
-		*out = http_tls_new(cfg->tls_cert, cfg->tls_key, cause);
-		return *out == NULL ? -1 : 0;
+		*cert = xstrdup(cfg->tls_cert);
+		*keyp = xstrdup(cfg->tls_key);
+		return 0;
 	}
 	if (strcmp(cfg->tls, "ca") != 0) {
 		cause_set(cause, "tls: \"%s\" must be off, ca or file", cfg->tls);
@@ -49,12 +50,14 @@ api_tls_setup(const struct config *cfg, struct http_tls **out, char **cause)
 		cause_set(cause, "mkdir %s: %s", dir, strerror(errno));
 		goto out;
 	}
-	if (ca_api_ensure(cadir, crt, key, cfg->listen_host, &renewed, cause) == -1)
+	if (ca_api_ensure(cadir, crt, key, cfg->listen_host, cfg->e2b_domain, &renewed,
+	    cause) == -1)
 		goto out;
 	if (renewed)
 		log_info("tls: minted %s from %s/ca.crt", crt, cadir);
-	if ((*out = http_tls_new(crt, key, cause)) == NULL)
-		goto out;
+	*cert = crt;
+	*keyp = key;
+	crt = key = NULL;
 	rc = 0;
 out:
 	free(dir);

@@ -3,13 +3,14 @@
 #define AIRLOCK_API_TLS_H
 
 #include "config/config.h"
-#include "http/http_tls.h"
 
 /*
- * *out = NULL for tls = off. tls = ca mints DATA/tls/api.crt + api.key
- * from the host's root CA (renewed when close to expiry or when
- * listen_host is not in it); tls = file uses tls_cert and tls_key.
+ * The certificate and key files the API front serves (malloc'd; both NULL
+ * for tls = off). tls = ca mints DATA/tls/api.crt + api.key from the
+ * host's root CA (renewed when close to expiry or when listen_host is not
+ * in it); tls = file names tls_cert and tls_key. Run as root, by the
+ * worker: the front reads the files before it drops its privileges.
  */
-int api_tls_setup(const struct config *cfg, struct http_tls **out, char **cause);
+int api_tls_files(const struct config *cfg, char **cert, char **key, char **cause);
 
 #endif

@@ -11,35 +11,28 @@
 
 #include "api/api.h"
 #include "api/api_events.h"
+#include "api/api_ratelimit.h"
+#include "config/config.h"
 #include "api/metrics.h"
 #include "common/json_time.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "sandbox/sbm.h"
 
 enum {
 	R_NOAUTH	= 0x01,
 	R_ADMIN		= 0x02,
-	R_JSON		= 0x04,	/* JSON object body required */
-	R_JSON_OPT	= 0x08,	/* JSON object body optional (empty = {}) */
+	R_JSON		= API_ROUTE_JSON,
+	R_JSON_OPT	= API_ROUTE_JSON_OPT,
 	R_STREAM	= 0x10,	/* the handler streams the body itself */
 };
 
-struct api_route {
-	const char		*method;
-	const char		*pattern;	/* ":name" segments match one path segment */
-	api_handler		 handler;
-	int			 flags;
-	const struct api_qparam	*query;		/* accepted query parameters; NULL: none */
-};
-
-static const char *const q_states[] = { "creating", "running", "paused", "suspending",
-	"suspended", "resuming", "deleting", "failed", NULL };
 static const char *const q_scopes[] = { "global", "project", "sandbox", NULL };
 static const char *const q_decisions[] = { "allow", "deny", NULL };
 static const char *const q_kinds[] = { "dns", "tls", "http", "l4", NULL };
 
 static const struct api_qparam q_sandboxes[] = {
-	{ "state", API_Q_ENUMLIST, 0, 0, 0, q_states },
+	{ "state", API_Q_ENUMLIST, 0, 0, 0, sb_state_names },
 	{ "metadata", API_Q_STR, 0, 1, 65536, NULL },
 	{ "limit", API_Q_INT, 0, 1, 1000, NULL },
 	{ "after", API_Q_STR, 0, 1, STORE_ID_MAX - 1, NULL },
@@ -57,6 +50,10 @@ static const struct api_qparam q_audit[] = {
 	{ "since", API_Q_STR, 0, 1, 64, NULL },
 	{ "until", API_Q_STR, 0, 1, 64, NULL },
 	{ "limit", API_Q_INT, 0, 1, 1000, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+static const struct api_qparam q_snapshots[] = {
+	{ "source", API_Q_STR, 0, 1, STORE_ID_MAX - 1, NULL },
 	{ NULL, 0, 0, 0, 0, NULL }
 };
 static const struct api_qparam q_events[] = {
@@ -87,6 +84,12 @@ static const struct api_qparam q_watch[] = {
 	{ NULL, 0, 0, 0, 0, NULL }
 };
 
+static const struct api_qparam q_tbuild[] = {
+	{ "dockerfile", API_Q_STR, 0, 1, 255, NULL },
+	{ "no_cache", API_Q_BOOL, 0, 0, 0, NULL },
+	{ NULL, 0, 0, 0, 0, NULL }
+};
+
 static const struct api_route api_routes[] = {
 	{ "GET", "/healthz", api_system_healthz, R_NOAUTH, NULL },
 	{ "GET", "/metrics", api_system_metrics, R_NOAUTH, NULL },
@@ -102,6 +105,19 @@ static const struct api_route api_routes[] = {
 	{ "GET", "/v1/templates", api_templates_list, 0, NULL },
 	{ "POST", "/v1/templates", api_templates_build, R_ADMIN | R_JSON, NULL },
 	{ "DELETE", "/v1/templates/:name", api_templates_delete, R_ADMIN, NULL },
+	{ "POST", "/v1/templates/:name/build", api_templates_build_context, R_ADMIN | R_STREAM,
+	  q_tbuild },
+	{ "PUT", "/v1/templates/:name/image", api_templates_import, R_ADMIN | R_STREAM, NULL },
+	{ "POST", "/v1/volumes", api_volumes_create, R_JSON, NULL },
+	{ "GET", "/v1/volumes", api_volumes_list, 0, NULL },
+	{ "GET", "/v1/volumes/:name", api_volumes_get, 0, NULL },
+	{ "DELETE", "/v1/volumes/:name", api_volumes_delete, 0, NULL },
+	{ "GET", "/v1/pools", api_pools_list, 0, NULL },
+	{ "POST", "/v1/workers/:name/drain", api_workers_drain, R_ADMIN | R_JSON_OPT, NULL },
+	{ "PUT", "/v1/projects/:project/quota", api_quota_put, R_ADMIN | R_JSON, NULL },
+	{ "GET", "/v1/projects/:project/quota", api_quota_get, R_ADMIN, NULL },
+	{ "DELETE", "/v1/projects/:project/quota", api_quota_delete, R_ADMIN, NULL },
+	{ "PUT", "/v1/pools/:template", api_pools_put, R_ADMIN | R_JSON, NULL },
 	{ "GET", "/v1/events", api_events_stream, 0, q_events },
 	{ "GET", "/v1/sandboxes/:id/events", api_events_stream, 0, q_events },
 	{ "POST", "/v1/sandboxes", api_sandboxes_create, R_JSON_OPT, NULL },
@@ -112,6 +128,10 @@ static const struct api_route api_routes[] = {
 	{ "POST", "/v1/sandboxes/:id/pause", api_sandboxes_pause, R_JSON_OPT, NULL },
 	{ "POST", "/v1/sandboxes/:id/resume", api_sandboxes_resume, R_JSON_OPT, NULL },
 	{ "POST", "/v1/sandboxes/:id/suspend", api_sandboxes_suspend, R_JSON_OPT, NULL },
+	{ "POST", "/v1/sandboxes/:id/fork", api_sandboxes_fork, R_JSON_OPT, NULL },
+	{ "POST", "/v1/sandboxes/:id/snapshots", api_snapshots_create, R_JSON, NULL },
+	{ "GET", "/v1/snapshots", api_snapshots_list, 0, q_snapshots },
+	{ "DELETE", "/v1/snapshots/:name", api_snapshots_delete, 0, NULL },
 	{ "GET", "/v1/sandboxes/:id/logs", api_sandboxes_logs, 0, q_logs },
 	{ "GET", "/v1/sandboxes/:id/metrics", api_sandboxes_metrics, 0, NULL },
 	{ "POST", "/v1/sandboxes/:id/exec", api_exec_start, R_JSON, NULL },
@@ -131,28 +151,19 @@ static const struct api_route api_routes[] = {
 	{ NULL, NULL, NULL, 0, NULL }
 };
 
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* --- call lifecycle ---------------------------------------------------- */
 
 double
 api_elapsed(const struct api_call *c)
 {
-	return (double)(now_ns() - c->start_ns) / 1e9;
+	return (double)(monotonic_ns() - c->start_ns) / 1e9;
 }
 
 static void
-api_call_unref(struct api_call *c)
+api_call_release(void *arg)
 {
-	if (--c->refs > 0)
-		return;
+	struct api_call *c = arg;
+
 	http_req_unref(c->req);
 	json_decref(c->body);
 	http_query_free(&c->query);
@@ -161,11 +172,17 @@ api_call_unref(struct api_call *c)
 	free(c);
 }
 
+static void
+api_call_unref(struct api_call *c)
+{
+	ref_put(&c->ref, api_call_release, c);
+}
+
 /* A reply to a finished call is a bug in its handler: say so, send nothing. */
 static int
 api_call_finished(struct api_call *c, int status)
 {
-	if (!c->done)
+	if (!ref_dead(&c->ref))
 		return 0;
 	log_warnx("api %s %s: bug: reply %d after the call finished, dropped",
 	    http_req_method(c->req), c->route, status);
@@ -177,7 +194,7 @@ api_call_done(struct api_call *c)
 {
 	if (api_call_finished(c, 0))
 		return;
-	c->done = 1;
+	(void)ref_kill(&c->ref);
 	metrics_observe_request(c->api->metrics, c->route, http_req_method(c->req),
 	    api_elapsed(c));
 	api_call_unref(c);
@@ -188,32 +205,45 @@ static void
 api_send_error(struct api_call *c, int status, const char *code, const char *field,
     const char *msg)
 {
-	char *text = utf8_sanitize(msg != NULL ? msg : code);
+	const char *text = msg != NULL ? msg : code;
 	json_t *err;
 
-	if (api_call_finished(c, status)) {
-		free(text);
+	if (api_call_finished(c, status))
 		return;
-	}
 	/*
 	 * A 5xx is ours, never the client's: it must leave a trace with its
 	 * cause, on one line (a cause may quote what a guest agent sent).
 	 */
 	if (status >= 500) {
-		char *line = xstrdup(text), *p;
+		char *line = utf8_escape(text, strlen(text), 0), *p;
 		for (p = line; *p != '\0'; p++)
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				*p = '?';
+			if (*p == '\n' || *p == '\t')
+				*p = ' ';
 		log_warnx("api %s %s: %d %s", http_req_method(c->req), c->route, status, line);
 		free(line);
 	}
 	metrics_count_error(c->api->metrics, status);
+	if (c->err.retry_after_s > 0) {
+		char ra[16];
+
+		snprintf(ra, sizeof(ra), "%d", c->err.retry_after_s);
+		http_req_add_header(c->req, "Retry-After", ra);
+	}
+	if (c->style == API_STYLE_E2B) {
+		/* E2B's Error: {"code": <HTTP status>, "message"}; the SDKs read code. */
+		err = json_pack("{s:i,s:o}", "code", status,
+		    "message", json_text(text));
+		if (field != NULL && *field != '\0' && utf8_valid(field, strlen(field)))
+			json_object_set_new(err, "field", json_string(field));
+		http_reply_json(c->req, status, err);
+		api_call_done(c);
+		return;
+	}
 	/* Messages may quote a guest (an agent's refusal): json_text keeps its bytes visible. */
-	err = json_pack("{s:s,s:o}", "code", code, "message", json_text(msg != NULL ? msg : code));
+	err = json_pack("{s:s,s:o}", "code", code, "message", json_text(text));
 	if (field != NULL && *field != '\0' && utf8_valid(field, strlen(field)))
 		json_object_set_new(err, "field", json_string(field));
 	http_reply_json(c->req, status, json_pack("{s:o}", "error", err));
-	free(text);
 	api_call_done(c);
 }
 
@@ -224,8 +254,7 @@ api_error(struct api_call *c, int status, const char *code, const char *fmt, ...
 	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
 	api_send_error(c, status, code, NULL, msg);
 	free(msg);
@@ -241,8 +270,7 @@ api_fail(struct api_call *c, int status, const char *code, const char *field,
 	if (c->err.status != 0)
 		return -1;
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
 	c->err.status = status;
 	c->err.code = code;
@@ -255,13 +283,13 @@ api_fail(struct api_call *c, int status, const char *code, const char *field,
  * Run a handler with the call held. A check that failed recorded its error
  * and the handler returned: this is the one reply for it.
  */
-static void
+void
 api_dispatch(struct api_call *c, api_handler handler)
 {
-	c->refs++;
+	ref_get(&c->ref);
 	if (handler != NULL && c->err.status == 0)
 		handler(c);
-	if (c->err.status != 0 && !c->done)
+	if (c->err.status != 0 && !ref_dead(&c->ref))
 		api_send_error(c, c->err.status, c->err.code, c->err.field, c->err.message);
 	api_call_unref(c);
 }
@@ -516,8 +544,8 @@ query_check_one(struct api_call *c, const struct api_qparam *q, const char *v)
 }
 
 /* Parse the query strictly and check it against what the route accepts. */
-static int
-query_check(struct api_call *c, const struct api_qparam *spec)
+int
+api_query_check(struct api_call *c, const struct api_qparam *spec, int ignore_unknown)
 {
 	static const struct api_qparam none[] = { { NULL, 0, 0, 0, 0, NULL } };
 	const struct api_qparam *q;
@@ -535,6 +563,8 @@ query_check(struct api_call *c, const struct api_qparam *spec)
 		for (q = spec; q->name != NULL; q++)
 			if (strcmp(q->name, c->query.params[i].name) == 0)
 				break;
+		if (q->name == NULL && ignore_unknown)
+			continue;
 		if (q->name == NULL)
 			return api_fail(c, 400, "bad_request", c->query.params[i].name,
 			    "%s: unknown query parameter", c->query.params[i].name);
@@ -574,8 +604,8 @@ api_query_bool(const struct api_call *c, const char *name, int def)
 /* --- routing ----------------------------------------------------------- */
 
 /* Match path against pattern; fills params (copied into *pbuf). */
-static int
-route_match(const char *pattern, const char *path, struct api_call *c)
+int
+api_route_match(const char *pattern, const char *path, struct api_call *c)
 {
 	const char *p = pattern, *s = path;
 	size_t np = 0, used = 0, plen = strlen(path) + API_PARAMS_MAX + 1;
@@ -615,8 +645,8 @@ no:
  * Path parameters end up in JSON (answers, events, the store): each must
  * be UTF-8, or jansson refuses the answer that quotes it.
  */
-static int
-params_check(struct api_call *c, const char *pattern)
+int
+api_params_check(struct api_call *c, const char *pattern)
 {
 	const char *p = pattern;
 	char name[32];
@@ -633,19 +663,14 @@ params_check(struct api_call *c, const char *pattern)
 	return 0;
 }
 
-static int
-api_authenticate(struct api_call *c, int flags)
+int
+api_authenticate_key(struct api_call *c, const char *key)
 {
-	const char *h = http_req_header(c->req, "authorization");
 	char hash[65], *cause = NULL;
+	uint64_t retry_ms;
 	int rc;
 
-	if (flags & R_NOAUTH)
-		return 0;
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0')
-		return api_fail(c, 401, "unauthorized", NULL, "missing API key: send "
-		    "Authorization: Bearer <key>");
-	api_key_hash(h + 7, hash);
+	api_key_hash(key, hash);
 	rc = store_key_find(c->api->store, hash, &c->key, &cause);
 	if (rc == -1) {
 		api_fail(c, 500, "internal", NULL, "%s", cause);
@@ -654,20 +679,43 @@ api_authenticate(struct api_call *c, int flags)
 	}
 	if (rc == 0)
 		return api_fail(c, 401, "unauthorized", NULL, "unknown API key");
+	if (api_ratelimit_take(c->api->rl, c->key.id, monotonic_ms(), &retry_ms) == -1) {
+		api_fail(c, 429, "rate_limited", NULL, "this API key is over its request rate "
+		    "(api_rate_per_key = %d/s, burst %d): retry after %llu ms",
+		    c->api->cfg->api_rate_per_key, c->api->cfg->api_burst_per_key,
+		    (unsigned long long)retry_ms);
+		c->err.retry_after_s = (int)((retry_ms + 999) / 1000);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+api_authenticate(struct api_call *c, int flags)
+{
+	const char *h = http_req_header(c->req, "authorization");
+
+	if (flags & R_NOAUTH)
+		return 0;
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0')
+		return api_fail(c, 401, "unauthorized", NULL, "missing API key: send "
+		    "Authorization: Bearer <key>");
+	if (api_authenticate_key(c, h + 7) == -1)
+		return -1;
 	if ((flags & R_ADMIN) && strcmp(c->key.role, "admin") != 0)
 		return api_fail(c, 403, "forbidden", NULL, "this needs an admin key");
 	return 0;
 }
 
 /* The JSON body into c->body; records a 400 when it is not one object. */
-static int
-api_parse_body(struct api_call *c, int flags)
+int
+api_parse_json_body(struct api_call *c, int optional)
 {
 	json_error_t err;
 	size_t len;
 	const char *body = http_req_body(c->req, &len);
 
-	if (len == 0 && (flags & R_JSON_OPT)) {
+	if (len == 0 && optional) {
 		c->body = json_object();
 		return 0;
 	}
@@ -691,8 +739,8 @@ api_body_ready(struct http_req *req, void *arg)
 
 	/* The body is in: from here on the handler owns c (and its own on_close). */
 	http_req_on_close(req, NULL, NULL);
-	if (r->flags & (R_JSON | R_JSON_OPT))
-		(void)api_parse_body(c, r->flags);
+	if (r->flags & (API_ROUTE_JSON | API_ROUTE_JSON_OPT))
+		(void)api_parse_json_body(c, r->flags & API_ROUTE_JSON_OPT);
 	api_dispatch(c, r->handler);
 }
 
@@ -702,8 +750,8 @@ api_body_abandoned(struct http_req *req, void *arg)
 	api_call_done(arg);
 }
 
-static int
-content_type_json(const char *ct)
+int
+api_content_type_json(const char *ct)
 {
 	if (ct == NULL)
 		return 0;
@@ -712,15 +760,15 @@ content_type_json(const char *ct)
 }
 
 /* Route, authenticate and check what the head carries; NULL with c->err set if refused. */
-static const struct api_route *
-api_route_find(struct api_call *c)
+const struct api_route *
+api_route_lookup(struct api_call *c, const struct api_route *routes, const char *front)
 {
 	const char *method = http_req_method(c->req), *path = http_req_path(c->req);
 	const struct api_route *r;
 	int path_matched = 0;
 
-	for (r = api_routes; r->method != NULL; r++) {
-		if (!route_match(r->pattern, path, c))
+	for (r = routes; r->method != NULL; r++) {
+		if (!api_route_match(r->pattern, path, c))
 			continue;
 		path_matched = 1;
 		if (strcmp(r->method, method) == 0 ||
@@ -732,10 +780,33 @@ api_route_find(struct api_call *c)
 			api_fail(c, 405, "method_not_allowed", NULL, "%s is not allowed on %s", method,
 			    path);
 		else
-			api_fail(c, 404, "not_found", NULL, "no route for %s", path);
+			api_fail(c, 404, "not_found", NULL, "no %sroute for %s", front, path);
 		return NULL;
 	}
 	c->route = r->pattern;
+	return r;
+}
+
+int
+api_body_json_check(struct api_call *c)
+{
+	const struct http_head *h = http_req_head(c->req);
+
+	if ((h->chunked || h->content_length > 0) &&
+	    !api_content_type_json(http_req_header(c->req, "content-type")))
+		return api_fail(c, 415, "unsupported_media_type", NULL,
+		    "send the body as Content-Type: application/json");
+	return 0;
+}
+
+static const struct api_route *
+api_route_find(struct api_call *c)
+{
+	const char *method = http_req_method(c->req), *path = http_req_path(c->req);
+	const struct api_route *r;
+
+	if ((r = api_route_lookup(c, api_routes, "")) == NULL)
+		return NULL;
 	/*
 	 * Routes open to clients without a key take no body: one would hold its
 	 * connection as a request in progress, which is never shed, for as long
@@ -746,19 +817,26 @@ api_route_find(struct api_call *c)
 		api_fail(c, 413, "too_large", NULL, "%s %s takes no request body", method, path);
 		return NULL;
 	}
-	if (api_authenticate(c, r->flags) == -1 || params_check(c, r->pattern) == -1 ||
-	    query_check(c, r->query) == -1)
+	if (api_authenticate(c, r->flags) == -1 || api_params_check(c, r->pattern) == -1 ||
+	    api_query_check(c, r->query, 0) == -1)
 		return NULL;
-	if (r->flags & (R_JSON | R_JSON_OPT)) {
-		const struct http_head *h = http_req_head(c->req);
-		int has_body = h->chunked || h->content_length > 0;
-		if (has_body && !content_type_json(http_req_header(c->req, "content-type"))) {
-			api_fail(c, 415, "unsupported_media_type", NULL,
-			    "send the body as Content-Type: application/json");
-			return NULL;
-		}
-	}
+	if ((r->flags & (R_JSON | R_JSON_OPT)) && api_body_json_check(c) == -1)
+		return NULL;
 	return r;
+}
+
+struct api_call *
+api_call_new(struct api *api, struct http_req *req)
+{
+	struct api_call *c = xcalloc(1, sizeof(*c));
+
+	c->api = api;
+	c->req = req;
+	c->start_ns = monotonic_ns();
+	c->route = "unmatched";
+	ref_init(&c->ref);	/* the reply's */
+	http_req_ref(req);
+	return c;
 }
 
 void
@@ -766,14 +844,7 @@ api_router(struct http_req *req, void *arg)
 {
 	struct api *api = arg;
 	const struct api_route *r;
-	struct api_call *c = xcalloc(1, sizeof(*c));
-
-	c->api = api;
-	c->req = req;
-	c->start_ns = now_ns();
-	c->route = "unmatched";
-	c->refs = 1;		/* the reply's */
-	http_req_ref(req);
+	struct api_call *c = api_call_new(api, req);
 	if ((r = api_route_find(c)) == NULL) {
 		api_dispatch(c, NULL);
 		return;
@@ -783,14 +854,17 @@ api_router(struct http_req *req, void *arg)
 		api_dispatch(c, r->handler);
 		return;
 	}
-	/*
-	 * Everything else runs once the (bounded) body is in, even when it is
-	 * empty. If it never arrives (client gone, over the limit, bad framing,
-	 * shutdown), the server has answered or nobody listens: just end c.
-	 */
-	http_req_set_data(req, (void *)r);
-	http_req_on_close(req, api_body_abandoned, c);
-	http_req_buffer(req, HTTP_JSON_BODY_MAX, api_body_ready, c);
+	/* Everything else runs once the (bounded) body is in, even when it is empty. */
+	api_route_run_buffered(c, r);
+}
+
+void
+api_route_run_buffered(struct api_call *c, const struct api_route *r)
+{
+	/* If the body never arrives (shutdown too), nobody listens: just end c. */
+	http_req_set_data(c->req, (void *)r);
+	http_req_on_close(c->req, api_body_abandoned, c);
+	http_req_buffer(c->req, HTTP_JSON_BODY_MAX, api_body_ready, c);
 }
 
 struct api *
@@ -806,6 +880,7 @@ api_new(struct event_base *base, struct store *store, const struct config *cfg, 
 	api->metrics = metrics;
 	api->started_ms = store_now_ms();
 	api->subs = api_subs_new();
+	api->rl = api_ratelimit_new(cfg->api_rate_per_key, cfg->api_burst_per_key);
 	return api;
 }
 
@@ -815,5 +890,6 @@ api_free(struct api *api)
 	if (api == NULL)
 		return;
 	api_subs_free(api->subs);
+	api_ratelimit_free(api->rl);
 	free(api);
 }

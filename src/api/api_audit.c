@@ -20,6 +20,7 @@
 #include "api/api.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/rfc3339.h"
 #include "common/util.h"
 
 #define AUDIT_LIMIT_DEFAULT	100
@@ -123,40 +124,6 @@ audit_rd_prev(struct audit_rd *r, const char **line, size_t *n, char **cause)
 	}
 }
 
-/* RFC 3339 ("2026-11-30T08:00:00.123Z", "...+02:00") to unix ms; -1 if not one. */
-static int
-audit_time_parse(const char *s, int64_t *ms)
-{
-	int64_t frac = 0, scale = 100, off = 0;
-	const char *p;
-	struct tm tm;
-	time_t t;
-
-	memset(&tm, 0, sizeof tm);
-	if (strlen(s) < 20 || (p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
-		return -1;
-	if (*p == '.') {
-		if (*++p < '0' || *p > '9')
-			return -1;
-		for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
-			frac += (*p - '0') * scale;
-	}
-	if (*p == 'Z' || *p == 'z')
-		p++;
-	else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':' &&
-	    strspn(p + 1, "0123456789") == 2 && strspn(p + 4, "0123456789") == 2) {
-		off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
-		if (*p == '-')
-			off = -off;
-		p += 6;
-	} else
-		return -1;
-	if (*p != '\0' || (t = timegm(&tm)) == (time_t)-1)
-		return -1;
-	*ms = ((int64_t)t - off) * 1000 + frac;
-	return 0;
-}
-
 /* May this (non-admin) caller see records of sandbox id? Asks the store once per id. */
 static int
 audit_visible(struct api_call *c, struct audit_q *q, const char *id)
@@ -205,7 +172,7 @@ audit_match(struct api_call *c, struct audit_q *q, const char *line, size_t n, j
 	if ((j = json_loadb(line, n, 0, NULL)) == NULL)
 		return 0;
 	if (!json_is_object(j) || (t = json_string_value(json_object_get(j, "time"))) == NULL ||
-	    audit_time_parse(t, &ms) == -1)
+	    rfc3339_parse_ms(t, &ms) == -1)
 		goto no;
 	if (q->since != 0 && ms < q->since) {
 		json_decref(j);
@@ -316,10 +283,10 @@ audit_query(struct api_call *c, struct audit_q *q)
 	q->sandbox = api_query_str(c, "sandbox");
 	q->decision = api_query_str(c, "decision");
 	q->kind = api_query_str(c, "kind");
-	if (since != NULL && audit_time_parse(since, &q->since) == -1)
+	if (since != NULL && rfc3339_parse_ms(since, &q->since) == -1)
 		return api_fail(c, 400, "bad_request", "since", "since: must be an RFC 3339 time "
 		    "(2026-11-30T08:00:00Z)");
-	if (until != NULL && audit_time_parse(until, &q->until) == -1)
+	if (until != NULL && rfc3339_parse_ms(until, &q->until) == -1)
 		return api_fail(c, 400, "bad_request", "until", "until: must be an RFC 3339 time "
 		    "(2026-11-30T08:00:00Z)");
 	if (q->since != 0 && q->until != 0 && q->since > q->until)

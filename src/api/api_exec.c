@@ -102,18 +102,7 @@ get_user(struct api_call *c, json_t *obj, const char **user)
 static struct sandbox *
 running_sandbox(struct api_call *c)
 {
-	struct sandbox *sb = api_sandbox(c, "running");
-
-	if (sb != NULL && sb_agent(sb) == NULL) {
-		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
-
-		api_fail(c, 503, "unavailable", NULL, "%s", why);
-		free(why);
-		return NULL;
-	}
-	if (sb != NULL)
-		sb_touch(sb);
-	return sb;
+	return api_sandbox_agent(c);
 }
 
 /* pty: {cols, rows}, each 1..1000 (80x24 when left out). */
@@ -189,7 +178,8 @@ api_exec_start(struct api_call *c)
 		json_object_set_new(body, "pty", json_pack("{s:{s:I,s:I}}", "size", "cols",
 		    (json_int_t)cols, "rows", (json_int_t)rows));
 	metrics_inc(c->api->metrics, "sandbox_execs");
-	exec_start_stream(c, sb, "process.Process/Start", body, user, timeout, EXEC_STREAM_NEW);
+	exec_start_stream(c, sb, "process.Process/Start", body, user, timeout,
+	    EXEC_STREAM_NEW | API_STREAM_EXEC);
 	json_decref(body);
 }
 

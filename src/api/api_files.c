@@ -50,22 +50,10 @@ static struct sandbox *
 files_sandbox(struct api_call *c)
 {
 	const char *qpath = api_query_str(c, "path");
-	struct sandbox *sb;
 
 	if (qpath != NULL && files_path_check(c, "path", qpath) == -1)
 		return NULL;
-	sb = api_sandbox(c, "running");
-
-	if (sb != NULL && sb_agent(sb) == NULL) {
-		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
-
-		api_fail(c, 503, "unavailable", NULL, "%s", why);
-		free(why);
-		return NULL;
-	}
-	if (sb != NULL)
-		sb_touch(sb);
-	return sb;
+	return api_sandbox_agent(c);
 }
 
 /* ?path=: required, 1..API_FILES_PATH_MAX bytes of UTF-8 (the router checked it). */
@@ -73,27 +61,6 @@ static const char *
 files_path(struct api_call *c)
 {
 	return api_query_str(c, "path");
-}
-
-static char *
-pct_encode(const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *o = xmalloc(strlen(s) * 3 + 1), *p = o;
-
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    strchr("-._~/", ch) != NULL)
-			*p++ = (char)ch;
-		else {
-			*p++ = '%';
-			*p++ = hex[ch >> 4];
-			*p++ = hex[ch & 15];
-		}
-	}
-	*p = '\0';
-	return o;
 }
 
 /*
@@ -215,7 +182,7 @@ api_files_get(struct api_call *c)
 
 	if ((sb = files_sandbox(c)) == NULL)
 		return;
-	enc = pct_encode(path);
+	enc = http_pct_encode(path, "-._~/");
 	xasprintf(&target, "/files?path=%s&username=%s", enc, "user");
 	d = xcalloc(1, sizeof(*d));
 	d->call = c;
@@ -374,7 +341,7 @@ api_files_put(struct api_call *c)
 			return;
 		}
 	}
-	enc = pct_encode(path);
+	enc = http_pct_encode(path, "-._~/");
 	if (mode != NULL)
 		xasprintf(&target, "/files?path=%s&username=%s&mode=%04lo", enc, "user", m);
 	else

@@ -2,12 +2,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "api/api.h"
+#include "common/digest.h"
+#include "common/log.h"
 #include "common/util.h"
 
 #define KEY_SECRET_LEN	40
 #define KEY_PREFIX	"al_"
+#define KEY_E2B_PREFIX	"e2b_"	/* + 40 hex: E2B's format, which SDKs check client-side */
 
 void
 api_key_hash(const char *key, char out[65])
@@ -15,8 +19,8 @@ api_key_hash(const char *key, char out[65])
 	sha256_hex(key, strlen(key), out);
 }
 
-static int
-project_ok(const char *p)
+int
+api_project_valid(const char *p)
 {
 	size_t i;
 
@@ -29,17 +33,46 @@ project_ok(const char *p)
 	return 1;
 }
 
+/* 40 lowercase hex digits: 160 random bits (the al_ form has 206). */
+static void
+random_hex(char out[KEY_SECRET_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[KEY_SECRET_LEN / 2];
+	size_t i;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		fatal("getrandom");
+	for (i = 0; i < sizeof(rnd); i++) {
+		out[2 * i] = hex[rnd[i] >> 4];
+		out[2 * i + 1] = hex[rnd[i] & 15];
+	}
+	out[KEY_SECRET_LEN] = '\0';
+}
+
 char *
 api_key_create(struct store *st, const char *name, const char *project, const char *role,
     struct store_key *out, char **cause)
+{
+	return api_key_create_fmt(st, name, project, role, 0, out, cause);
+}
+
+char *
+api_key_create_fmt(struct store *st, const char *name, const char *project, const char *role,
+    int e2b, struct store_key *out, char **cause)
 {
 	char secret[KEY_SECRET_LEN + 1], *key, hash[65];
 	struct store_key k;
 
 	memset(&k, 0, sizeof(k));
 	random_id(k.id, 12);
-	random_id(secret, KEY_SECRET_LEN);
-	xasprintf(&key, KEY_PREFIX "%s", secret);
+	if (e2b) {
+		random_hex(secret);
+		xasprintf(&key, KEY_E2B_PREFIX "%s", secret);
+	} else {
+		random_id(secret, KEY_SECRET_LEN);
+		xasprintf(&key, KEY_PREFIX "%s", secret);
+	}
 	snprintf(k.project, sizeof(k.project), "%s", project);
 	snprintf(k.name, sizeof(k.name), "%s", name);
 	snprintf(k.prefix, sizeof(k.prefix), "%.8s", key);
@@ -66,8 +99,8 @@ key_json(const struct store_key *k)
 void
 api_keys_create(struct api_call *c)
 {
-	static const char *const fields[] = { "name", "project", "role", NULL };
-	const char *name, *project, *role;
+	static const char *const fields[] = { "name", "project", "role", "format", NULL };
+	const char *name, *project, *role, *format;
 	struct store_key k;
 	char *key, *cause = NULL;
 	json_t *j;
@@ -75,13 +108,19 @@ api_keys_create(struct api_call *c)
 	if (api_check_fields(c, c->body, "", fields) == -1 ||
 	    api_get_string(c, c->body, "name", 1, 120, &name) == -1 ||
 	    api_get_string(c, c->body, "project", 0, 63, &project) == -1 ||
-	    api_get_string(c, c->body, "role", 0, 16, &role) == -1)
+	    api_get_string(c, c->body, "role", 0, 16, &role) == -1 ||
+	    api_get_string(c, c->body, "format", 0, 16, &format) == -1)
 		return;
+	if (format != NULL && strcmp(format, "airlock") != 0 && strcmp(format, "e2b") != 0) {
+		api_fail(c, 400, "bad_request", "format", "format: must be \"airlock\" (al_...) "
+		    "or \"e2b\" (e2b_ + 40 hex, for E2B SDKs)");
+		return;
+	}
 	if (project == NULL)
 		project = c->key.project;
 	if (role == NULL)
 		role = "user";
-	if (!project_ok(project)) {
+	if (!api_project_valid(project)) {
 		api_fail(c, 400, "bad_request", "project", "project: must match "
 		    "[a-z0-9][a-z0-9_-]{0,62}");
 		return;
@@ -94,7 +133,8 @@ api_keys_create(struct api_call *c)
 		api_fail(c, 400, "bad_request", "name", "name: must not be empty");
 		return;
 	}
-	if ((key = api_key_create(c->api->store, name, project, role, &k, &cause)) == NULL) {
+	if ((key = api_key_create_fmt(c->api->store, name, project, role,
+	    format != NULL && strcmp(format, "e2b") == 0, &k, &cause)) == NULL) {
 		api_error(c, 500, "internal", "%s", cause);
 		free(cause);
 		return;

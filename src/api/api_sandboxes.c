@@ -16,10 +16,11 @@
 #include "egress/egress_policy.h"
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
+#include "sandbox/sbm_volume.h"
 #include "vm/console_file.h"
 
 struct sandbox *
-api_sandbox(struct api_call *c, const char *need_state)
+api_sandbox(struct api_call *c, int need_state)
 {
 	struct sandbox *sb = sbm_find(c->api->sbm, c->params[0], c->key.project);
 
@@ -27,23 +28,40 @@ api_sandbox(struct api_call *c, const char *need_state)
 		api_fail(c, 404, "not_found", NULL, "sandbox \"%s\" not found", c->params[0]);
 		return NULL;
 	}
-	if (need_state != NULL && strcmp(sb_state(sb), need_state) != 0) {
+	if (need_state != -1 && sb_state(sb) != (enum sb_state)need_state) {
 		api_fail(c, 409, "conflict", NULL, "sandbox %s is %s, not %s", sb_id(sb),
-		    sb_state(sb), need_state);
+		    sb_state_name(sb_state(sb)), sb_state_name((enum sb_state)need_state));
 		return NULL;
 	}
 	return sb;
 }
 
+struct sandbox *
+api_sandbox_agent(struct api_call *c)
+{
+	struct sandbox *sb = api_sandbox(c, SB_RUNNING);
+
+	if (sb != NULL && sb_agent(sb) == NULL) {
+		char *why = sb_agent_error(sb);	/* unhealthy (with the reason) or not connected */
+
+		api_fail(c, 503, "unavailable", NULL, "%s", why);
+		free(why);
+		return NULL;
+	}
+	if (sb != NULL)
+		sb_touch(sb);
+	return sb;
+}
+
 /*
- * Validate {mode, allow[], rate} exactly as the gateway will parse it
+ * Validate {mode, allow[], rate, headers[]} exactly as the gateway will parse it
  * (egress_network_check), so a sandbox never starts with a policy the
  * gateway would refuse. Rules are kept as given.
  */
-static int
-parse_network_value(struct api_call *c, json_t *n, json_t **out)
+int
+api_parse_network_value(struct api_call *c, json_t *n, json_t **out)
 {
-	static const char *const fields[] = { "mode", "allow", "rate", NULL };
+	static const char *const fields[] = { "mode", "allow", "rate", "headers", NULL };
 	json_t *allow, *v, *net;
 	const char *mode = "none";
 	char *cause = NULL;
@@ -80,6 +98,8 @@ parse_network_value(struct api_call *c, json_t *n, json_t **out)
 	    allow != NULL ? json_deep_copy(allow) : json_array());
 	if (n != NULL && (v = json_object_get(n, "rate")) != NULL)
 		json_object_set_new(net, "rate", json_deep_copy(v));
+	if (n != NULL && (v = json_object_get(n, "headers")) != NULL)
+		json_object_set_new(net, "headers", json_deep_copy(v));
 	if (egress_network_check(net, &cause) == -1) {
 		api_fail(c, 400, "bad_request", NULL, "%s", cause);
 		free(cause);
@@ -90,10 +110,14 @@ parse_network_value(struct api_call *c, json_t *n, json_t **out)
 	return 0;
 }
 
+/* NULL when the body has none: the template's default (none) or a snapshot's own. */
 static int
 parse_network(struct api_call *c, json_t **out)
 {
-	return parse_network_value(c, json_object_get(c->body, "network"), out);
+	*out = NULL;
+	if (json_object_get(c->body, "network") == NULL)
+		return 0;
+	return api_parse_network_value(c, json_object_get(c->body, "network"), out);
 }
 
 static void
@@ -115,10 +139,11 @@ void
 api_sandboxes_create(struct api_call *c)
 {
 	static const char *const fields[] = { "template", "vcpus", "memory_mb", "disk_mb", "env",
-	    "metadata", "timeout_s", "idle_timeout_s", "auto_pause", "network", NULL };
+	    "metadata", "timeout_s", "idle_timeout_s", "auto_pause", "network", "snapshot", "volumes",
+	    NULL };
 	const struct config *cfg = c->api->cfg;
 	struct sb_spec sp;
-	const char *tmpl;
+	const char *tmpl, *snap;
 	long long vcpus, mem, disk, timeout, idle;
 	json_t *env = NULL, *meta = NULL, *net = NULL;
 	char *cause = NULL;
@@ -127,6 +152,7 @@ api_sandboxes_create(struct api_call *c)
 	memset(&sp, 0, sizeof(sp));
 	if (api_check_fields(c, c->body, "", fields) == -1 ||
 	    api_get_string(c, c->body, "template", 0, 63, &tmpl) == -1 ||
+	    api_get_string(c, c->body, "snapshot", 0, STORE_ID_MAX - 1, &snap) == -1 ||
 	    api_get_int(c, c->body, "vcpus", 1, SBM_VCPUS_MAX, cfg->default_vcpus, &vcpus) == -1 ||
 	    api_get_int(c, c->body, "memory_mb", SBM_MEMORY_MB_MIN, SBM_MEMORY_MB_MAX,
 	    cfg->default_memory_mb, &mem) == -1 ||
@@ -140,6 +166,19 @@ api_sandboxes_create(struct api_call *c)
 	if (api_get_strmap(c, c->body, "metadata", SBM_METADATA_MAX, 0, &meta) == -1 ||
 	    parse_network(c, &net) == -1)
 		goto out;
+	if ((sp.volumes = json_object_get(c->body, "volumes")) != NULL) {
+		char field[48];
+		if (sbm_volumes_check(sp.volumes, field, sizeof(field), &cause) == -1) {
+			api_fail(c, 400, "bad_request", field, "%s", cause);
+			free(cause);
+			goto out;
+		}
+	}
+	if (snap != NULL && tmpl != NULL) {
+		api_fail(c, 400, "bad_request", "snapshot", "snapshot: give a template or a "
+		    "snapshot, not both (a snapshot names its template)");
+		goto out;
+	}
 	if (tmpl == NULL)
 		tmpl = "base";
 	if (!paths_valid_name(tmpl)) {
@@ -149,8 +188,11 @@ api_sandboxes_create(struct api_call *c)
 	}
 	sp.project = c->key.project;
 	sp.template_name = tmpl;
+	sp.snapshot = snap;
 	sp.vcpus = (unsigned)vcpus;
 	sp.memory_mb = (unsigned)mem;
+	sp.vcpus_given = json_object_get(c->body, "vcpus") != NULL;
+	sp.memory_given = json_object_get(c->body, "memory_mb") != NULL;
 	sp.disk_mb = (unsigned)disk;
 	sp.env = env;
 	sp.metadata = meta;
@@ -161,8 +203,9 @@ api_sandboxes_create(struct api_call *c)
 	metrics_inc(c->api->metrics, "sandbox_creates");
 	if (sbm_create(c->api->sbm, &sp, created, c, &status, &cause) == NULL) {
 		api_error(c, status, status == 400 ? "bad_request" : status == 422 ? "unprocessable" :
-		    status == 503 ? "unavailable" : status == 507 ? "insufficient_storage" :
-		    "internal", "%s", cause);
+		    status == 404 ? "not_found" : status == 503 ? "unavailable" : status == 507 ? "insufficient_storage" :
+		    status == 409 ? "conflict" : status == 429 ? "quota_exceeded" : "internal", "%s",
+		    cause);
 		free(cause);
 	}
 out:
@@ -225,10 +268,40 @@ out:
 void
 api_sandboxes_get(struct api_call *c)
 {
-	struct sandbox *sb = api_sandbox(c, NULL);
+	struct sandbox *sb = api_sandbox(c, -1);
 
 	if (sb != NULL)
 		api_json(c, 200, sb_json(sb));
+}
+
+/* A PATCH in progress while the gateway takes a new network policy. */
+struct patch_call {
+	struct api_call	*call;
+	struct sandbox	*sb;
+	long long	 timeout, idle;
+	int		 ap;
+	json_t		*meta;
+};
+
+/* The rest of a PATCH, once the network part (if any) is done. */
+static void
+patch_finish(void *arg, const char *neterr)
+{
+	struct patch_call *p = arg;
+	char *cause = NULL;
+
+	if (neterr != NULL && strcmp(neterr, SB_SHUTDOWN_CAUSE) == 0)
+		;	/* the daemon is exiting: no reply, as for its other pending operations */
+	else if (neterr != NULL)
+		api_error(p->call, 502, "gateway", "%s", neterr);
+	else if (sb_patch(p->sb, p->timeout, p->idle, p->ap, p->meta, &cause) == -1) {
+		api_error(p->call, 500, "internal", "%s", cause);
+		free(cause);
+	} else
+		api_json(p->call, 200, sb_json(p->sb));
+	json_decref(p->meta);
+	sb_unref(p->sb);
+	free(p);
 }
 
 void
@@ -237,12 +310,13 @@ api_sandboxes_patch(struct api_call *c)
 	static const char *const fields[] = { "timeout_s", "idle_timeout_s", "auto_pause",
 	    "metadata", "network", NULL };
 	struct sandbox *sb;
+	struct patch_call *p;
 	long long timeout, idle;
 	json_t *meta = NULL, *net = NULL;
-	int ap;
+	int ap, rc;
 	char *cause = NULL;
 
-	if ((sb = api_sandbox(c, NULL)) == NULL)
+	if ((sb = api_sandbox(c, -1)) == NULL)
 		return;
 	if (api_check_fields(c, c->body, "", fields) == -1 ||
 	    api_get_int(c, c->body, "timeout_s", 0, SBM_TIMEOUT_S_MAX, -1, &timeout) == -1 ||
@@ -252,28 +326,34 @@ api_sandboxes_patch(struct api_call *c)
 	if (json_object_get(c->body, "metadata") != NULL &&
 	    api_get_strmap(c, c->body, "metadata", SBM_METADATA_MAX, 0, &meta) == -1)
 		return;
-	/* The policy is pushed to the gateway live; new requests see it at once. */
-	if (json_object_get(c->body, "network") != NULL) {
-		if (parse_network_value(c, json_object_get(c->body, "network"), &net) == -1) {
-			json_decref(meta);
-			return;
-		}
-		if (sb_set_network(sb, net, &cause) == -1) {
-			api_error(c, strstr(cause, "network.mode") != NULL ? 409 : 502,
-			    strstr(cause, "network.mode") != NULL ? "conflict" : "gateway", "%s", cause);
-			free(cause);
-			json_decref(net);
-			json_decref(meta);
-			return;
-		}
-		json_decref(net);
+	if (json_object_get(c->body, "network") != NULL &&
+	    api_parse_network_value(c, json_object_get(c->body, "network"), &net) == -1) {
+		json_decref(meta);
+		return;
 	}
-	if (sb_patch(sb, timeout, idle, ap, meta, &cause) == -1) {
-		api_error(c, 500, "internal", "%s", cause);
+	p = xcalloc(1, sizeof *p);
+	p->call = c;
+	p->sb = sb;
+	sb_ref(sb);
+	p->timeout = timeout;
+	p->idle = idle;
+	p->ap = ap;
+	p->meta = meta;
+	if (net == NULL) {
+		patch_finish(p, NULL);
+		return;
+	}
+	/* The policy is pushed to the gateway live; the reply waits for it to take it. */
+	rc = sb_set_network(sb, net, patch_finish, p, &cause);
+	json_decref(net);
+	if (rc == -1) {
+		api_error(c, strstr(cause, "network.mode") != NULL ? 409 : 502,
+		    strstr(cause, "network.mode") != NULL ? "conflict" : "gateway", "%s", cause);
 		free(cause);
-	} else
-		api_json(c, 200, sb_json(sb));
-	json_decref(meta);
+		json_decref(meta);
+		sb_unref(sb);
+		free(p);
+	}
 }
 
 static void
@@ -299,7 +379,7 @@ lifecycle(struct api_call *c, enum sb_op_kind kind)
 
 	if (c->body != NULL && api_check_fields(c, c->body, "", fields) == -1)
 		return;
-	if ((sb = api_sandbox(c, NULL)) == NULL)
+	if ((sb = api_sandbox(c, -1)) == NULL)
 		return;
 	if (kind != SB_OP_DELETE)
 		sb_touch(sb);
@@ -314,7 +394,7 @@ void api_sandboxes_suspend(struct api_call *c) { lifecycle(c, SB_OP_SUSPEND); }
 void
 api_sandboxes_logs(struct api_call *c)
 {
-	struct sandbox *sb = api_sandbox(c, NULL);
+	struct sandbox *sb = api_sandbox(c, -1);
 	long long tail = api_query_int(c, "tail", 65536);
 	char *raw, *text;
 	size_t len = 0, tlen;
@@ -344,7 +424,7 @@ host_metrics(struct sandbox *sb)
 	json_t *out, *egress;
 
 	sb_host_stats(sb, &rss, &cpu);
-	out = json_pack("{s:s,s:I,s:f}", "state", sb_state(sb), "host_rss_bytes",
+	out = json_pack("{s:s,s:I,s:f}", "state", sb_state_name(sb_state(sb)), "host_rss_bytes",
 	    (json_int_t)rss, "host_cpu_seconds", cpu);
 	if ((egress = sb_egress_counters(sb)) != NULL)
 		json_object_set_new(out, "egress", egress);
@@ -376,7 +456,7 @@ metrics_done(int status, json_t *resp, const char *error, void *arg)
 void
 api_sandboxes_metrics(struct api_call *c)
 {
-	struct sandbox *sb = api_sandbox(c, NULL);
+	struct sandbox *sb = api_sandbox(c, -1);
 	struct metrics_call *m;
 	struct api_agent_headers ah;
 	char *cause = NULL;

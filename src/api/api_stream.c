@@ -5,29 +5,22 @@
 #include <string.h>
 
 #include "api/api_stream.h"
+#include "api/metrics.h"
+#include "common/base64.h"
 #include "common/json_time.h"
 #include "common/util.h"
+#include "config/config.h"
 #include "link/envd_client.h"
 #include "sandbox/sbm.h"
 
+/* "Authorization: Basic <user:>" : how envd is told the acting user. */
 static char *
 basic_user(const char *user)
 {
-	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char raw[64], out[128], *h;
-	size_t n, i, o = 0;
+	char raw[64], out[BASE64_LEN(sizeof(raw)) + 1], *h;
+	int n = snprintf(raw, sizeof(raw), "%s:", user);
 
-	n = (size_t)snprintf(raw, sizeof(raw), "%s:", user);
-	for (i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)(unsigned char)raw[i] << 16 |
-		    (i + 1 < n ? (unsigned)(unsigned char)raw[i + 1] << 8 : 0) |
-		    (i + 2 < n ? (unsigned char)raw[i + 2] : 0);
-		out[o++] = b64[(v >> 18) & 63];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
+	base64_encode(raw, n < 0 ? 0 : (size_t)n < sizeof(raw) ? (size_t)n : sizeof(raw) - 1, out);
 	xasprintf(&h, "Authorization: Basic %s", out);
 	return h;
 }
@@ -71,11 +64,9 @@ api_agent_headers_add(struct api_agent_headers *ah, const char *fmt, ...)
 	if (i == 3)
 		return;
 	va_start(ap, fmt);
-	if (vasprintf(&ah->extra[i], fmt, ap) < 0)
-		ah->extra[i] = NULL;
+	xvasprintf(&ah->extra[i], fmt, ap);
 	va_end(ap);
-	if (ah->extra[i] != NULL)
-		headers_push(ah, ah->extra[i]);
+	headers_push(ah, ah->extra[i]);
 }
 
 void
@@ -92,6 +83,8 @@ api_agent_headers_free(struct api_agent_headers *ah)
 static void
 stream_free(struct api_stream *st)
 {
+	if (st->flags & API_STREAM_EXEC)
+		sb_exec_end(st->sb);
 	sb_stream_end(st->sb);
 	sb_unref(st->sb);
 	free(st);
@@ -130,6 +123,35 @@ stream_client_gone(struct http_req *req, void *arg)
 	stream_free(st);
 }
 
+/*
+ * Admission: one sandbox may hold only so many streams (and exec starts)
+ * at once. Each costs the guest a process or a subscriber with its own
+ * buffers; past the cap a guest of a few hundred MiB ran out of memory
+ * and its agent stopped answering everyone (docs/security.md
+ * "Admission"). The excess is refused here, before the guest sees it.
+ */
+static int
+stream_admit(struct api_call *c, struct sandbox *sb, int exec)
+{
+	const struct config *cfg = c->api->cfg;
+
+	if (exec && sb_execs(sb) >= cfg->max_execs_per_sandbox) {
+		metrics_inc(c->api->metrics, "sandbox_admission_refused");
+		api_error(c, 429, "too_many_execs", "sandbox %s already runs %d exec calls, the "
+		    "limit (max_execs_per_sandbox = %d): wait for one to end", sb_id(sb),
+		    sb_execs(sb), cfg->max_execs_per_sandbox);
+		return -1;
+	}
+	if (sb_streams(sb) >= cfg->max_streams_per_sandbox) {
+		metrics_inc(c->api->metrics, "sandbox_admission_refused");
+		api_error(c, 429, "too_many_streams", "sandbox %s already has %d open streams, the "
+		    "limit (max_streams_per_sandbox = %d): close one first", sb_id(sb),
+		    sb_streams(sb), cfg->max_streams_per_sandbox);
+		return -1;
+	}
+	return 0;
+}
+
 int
 api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
     const char *const *headers, api_stream_msg_fn on_msg, int flags)
@@ -143,6 +165,8 @@ api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, jso
 		    "encoded", method);
 		return -1;
 	}
+	if (stream_admit(c, sb, flags & API_STREAM_EXEC) == -1)
+		return -1;
 	st = xcalloc(1, sizeof(*st));
 	st->call = c;
 	st->sb = sb;
@@ -150,6 +174,8 @@ api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, jso
 	st->flags = flags;
 	sb_ref(sb);
 	sb_stream_begin(sb);
+	if (flags & API_STREAM_EXEC)
+		sb_exec_begin(sb);
 	st->req = envd_stream(sb_agent(sb), method, body, headers, stream_msg, stream_end, st,
 	    &cause);
 	if (st->req == NULL) {

@@ -49,9 +49,14 @@ struct api_stream {
 	struct sandbox		*sb;
 	struct envd_req		*req;
 	api_stream_msg_fn	 on_msg;
-	int			 flags;		/* for on_msg's own use */
+	int			 flags;		/* API_STREAM_EXEC, the rest for on_msg */
 };
-/* Replies 502 (500 for a NULL body) and returns -1 when the stream cannot start. */
+#define API_STREAM_EXEC	0x100	/* starts a process: counts against max_execs_per_sandbox */
+/*
+ * Replies 429 when the sandbox holds max_streams_per_sandbox streams (or
+ * max_execs_per_sandbox exec starts), 502 (500 for a NULL body) when the
+ * stream cannot start; returns -1 then.
+ */
 int api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, json_t *body,
     const char *const *headers, api_stream_msg_fn on_msg, int flags);
 

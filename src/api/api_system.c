@@ -17,8 +17,36 @@ api_system_healthz(struct api_call *c)
 {
 	api_json(c, 200, json_pack("{s:s,s:s,s:s,s:i,s:I}", "status", "ok", "version",
 	    AIRLOCK_VERSION, "accel", c->api->accel_name ? c->api->accel_name : "unknown",
-	    "sandboxes", sbm_count(c->api->sbm, NULL),
+	    "sandboxes", sbm_count(c->api->sbm, -1),
 	    "uptime_s", (json_int_t)((store_now_ms() - c->api->started_ms) / 1000)));
+}
+
+/*
+ * POST /v1/workers/{name}/drain (admin; the API replicas send it to that
+ * worker): no new sandboxes here, every one suspended to disk. 202 at once;
+ * GET /v1/workers says "draining", and the sandboxes' states say the rest.
+ */
+void
+api_workers_drain(struct api_call *c)
+{
+	static const char *const none[] = { NULL };
+	struct api *api = c->api;
+
+	if (c->body != NULL && api_check_fields(c, c->body, "", none) == -1)
+		return;
+	if (api->worker_name == NULL || api->drain == NULL) {
+		api_fail(c, 404, "not_found", "name", "this airlockd is not a cluster worker "
+		    "(direct mode has no workers to drain)");
+		return;
+	}
+	if (strcmp(c->params[0], api->worker_name) != 0) {
+		api_fail(c, 404, "not_found", "name", "this is worker %s, not %s",
+		    api->worker_name, c->params[0]);
+		return;
+	}
+	api->drain(api->drain_arg);
+	api_json(c, 202, json_pack("{s:s,s:s}", "worker", api->worker_name, "state",
+	    "draining"));
 }
 
 /* Totals over every attached sandbox, from the gateway if one runs. */
@@ -67,24 +95,31 @@ disk_metrics(const struct config *cfg, struct evbuffer *out)
 }
 
 void
-api_system_metrics(struct api_call *c)
+api_metrics_render(struct api *api, struct evbuffer *out)
 {
-	static const char *const states[] = { "creating", "running", "paused", "suspending",
-	    "suspended", "resuming", "deleting", "failed", NULL };
-	struct evbuffer *out = evbuffer_new();
-	size_t i, len;
-	char *text;
+	size_t i;
 
-	metrics_render(c->api->metrics, out);
+	metrics_render(api->metrics, out);
 	evbuffer_add_printf(out, "# TYPE airlock_sandboxes gauge\n");
-	for (i = 0; states[i] != NULL; i++)
-		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n", states[i],
-		    sbm_count(c->api->sbm, states[i]));
+	for (i = 0; i < SB_POOLED; i++)	/* members: sbm_pool_metrics */
+		evbuffer_add_printf(out, "airlock_sandboxes{state=\"%s\"} %d\n",
+		    sb_state_names[i], sbm_count(api->sbm, (int)i));
 	/* A condition of running sandboxes (their count above includes these). */
 	evbuffer_add_printf(out, "# TYPE airlock_sandboxes_unhealthy gauge\n"
-	    "airlock_sandboxes_unhealthy %d\n", sbm_count_unhealthy(c->api->sbm));
-	gateway_metrics(c->api->sbm, out);
-	disk_metrics(c->api->cfg, out);
+	    "airlock_sandboxes_unhealthy %d\n", sbm_count_unhealthy(api->sbm));
+	gateway_metrics(api->sbm, out);
+	sbm_pool_metrics(api->sbm, out);
+	disk_metrics(api->cfg, out);
+}
+
+void
+api_system_metrics(struct api_call *c)
+{
+	struct evbuffer *out = evbuffer_new();
+	size_t len;
+	char *text;
+
+	api_metrics_render(c->api, out);
 	len = evbuffer_get_length(out);
 	text = xmalloc(len + 1);
 	evbuffer_remove(out, text, len);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/ec.h>
 #include <openssl/x509v3.h>
 
 #include "ca/ca.h"
@@ -37,9 +36,15 @@ ca_api_listen_named(const char *h, int *ip)
 	return *ip || strspn(h, ca_api_namechars) == strlen(h);
 }
 
-/* "DNS:localhost,IP:127.0.0.1,IP:::1[,DNS:<hostname>][,<listen_host>]" */
+/* What the certificate must name: the listener's host and the E2B sandbox domain. */
+struct ca_api_names {
+	const char	*listen_host;
+	const char	*domain;	/* NULL: none */
+};
+
+/* "DNS:localhost,IP:127.0.0.1,IP:::1[,DNS:<hostname>][,<listen_host>][,DNS:api.<d>,DNS:*.<d>]" */
 static char *
-ca_api_san(const char *listen_host)
+ca_api_san(const char *listen_host, const char *domain)
 {
 	char host[256] = "", *san, *more;
 	int ip;
@@ -56,79 +61,70 @@ ca_api_san(const char *listen_host)
 		free(san);
 		san = more;
 	}
+	/* The E2B SDKs' names without E2B_SANDBOX_URL: api.{d} and {port}-{id}.{d}. */
+	if (domain != NULL && *domain != '\0' && strspn(domain, ca_api_namechars) == strlen(domain)) {
+		xasprintf(&more, "%s,DNS:api.%s,DNS:*.%s", san, domain, domain);
+		free(san);
+		san = more;
+	}
 	return san;
 }
 
-/* Does the certificate already name what a client of listen_host will check? */
+/* Does the certificate already name what a client of listen_host (and of the domain) checks? */
 static int
-ca_api_covers(const char *crt, const char *listen_host)
+ca_api_covers(const char *crt, const struct ca_api_names *n)
 {
 	X509 *x = ca_read_cert(crt, NULL);
+	char *api, *sbx;
 	int ip, ok;
 
 	if (x == NULL)
 		return 0;
 	ok = X509_check_host(x, "localhost", 0, 0, NULL) == 1;
-	if (ok && ca_api_listen_named(listen_host, &ip))
-		ok = ip ? X509_check_ip_asc(x, listen_host, 0) == 1 :
-		    X509_check_host(x, listen_host, 0, 0, NULL) == 1;
+	if (ok && ca_api_listen_named(n->listen_host, &ip))
+		ok = ip ? X509_check_ip_asc(x, n->listen_host, 0) == 1 :
+		    X509_check_host(x, n->listen_host, 0, 0, NULL) == 1;
+	if (ok && n->domain != NULL && *n->domain != '\0') {
+		xasprintf(&api, "api.%s", n->domain);
+		xasprintf(&sbx, "49983-x.%s", n->domain);
+		ok = X509_check_host(x, api, 0, 0, NULL) == 1 &&
+		    X509_check_host(x, sbx, 0, 0, NULL) == 1;
+		free(api);
+		free(sbx);
+	}
 	X509_free(x);
 	return ok;
 }
 
+/* still_good for ca_mint: a changed listen_host or domain needs a new SAN. */
+static int
+ca_api_still_good(const char *crt, const void *names)
+{
+	return ca_api_covers(crt, names);
+}
+
 int
 ca_api_ensure(const char *ca_dir, const char *crt, const char *key,
-    const char *listen_host, int *renewed, char **cause)
+    const char *listen_host, const char *e2b_domain, int *renewed, char **cause)
 {
-	char *rootcrt, *rootkey, *san = NULL;
-	X509 *root = NULL, *x = NULL;
-	EVP_PKEY *rk = NULL, *k = NULL;
-	int rc = -1;
+	const struct ca_api_names names = { listen_host, e2b_domain };
+	char *san = ca_api_san(listen_host, e2b_domain);
+	const struct ca_ext exts[] = {
+		{ NID_basic_constraints, "critical,CA:FALSE" },
+		{ NID_key_usage, "critical,digitalSignature" },
+		{ NID_ext_key_usage, "serverAuth" },
+		{ NID_subject_alt_name, san },
+		{ NID_subject_key_identifier, "hash" },
+		{ NID_authority_key_identifier, "keyid:always" },
+		{ 0, NULL },
+	};
+	const struct ca_mint m = { .cn = "airlockd API", .days = CA_API_DAYS,
+	    .renew_days = CA_API_RENEW_DAYS, .exts = exts, .still_good = ca_api_still_good,
+	    .arg = &names };
+	int rc;
 
-	*renewed = 0;
-	xasprintf(&rootcrt, "%s/ca.crt", ca_dir);
-	xasprintf(&rootkey, "%s/ca.key", ca_dir);
-	if ((root = ca_read_cert(rootcrt, cause)) == NULL)
-		goto out;
-	/* A changed listen_host needs a new SAN. */
-	if (ca_cert_usable(crt, key, root, CA_API_RENEW_DAYS) && ca_api_covers(crt, listen_host)) {
-		rc = 0;
-		goto out;
-	}
-	if ((rk = ca_read_key(rootkey, cause)) == NULL)
-		goto out;
-	if ((k = EVP_EC_gen("P-256")) == NULL) {
-		cause_set(cause, "EC key generation failed");
-		goto out;
-	}
-	x = ca_new_cert(root, k, "airlockd API", CA_API_DAYS);
-	san = ca_api_san(listen_host);
-	if (ca_add_ext(root, x, NID_basic_constraints, "critical,CA:FALSE") == -1 ||
-	    ca_add_ext(root, x, NID_key_usage, "critical,digitalSignature") == -1 ||
-	    ca_add_ext(root, x, NID_ext_key_usage, "serverAuth") == -1 ||
-	    ca_add_ext(root, x, NID_subject_alt_name, san) == -1 ||
-	    ca_add_ext(root, x, NID_subject_key_identifier, "hash") == -1 ||
-	    ca_add_ext(root, x, NID_authority_key_identifier, "keyid:always") == -1) {
-		cause_set(cause, "cannot add certificate extensions (%s)", san);
-		goto out;
-	}
-	if (X509_sign(x, rk, EVP_sha256()) == 0) {
-		cause_set(cause, "signing the API certificate failed");
-		goto out;
-	}
-	if (ca_write_pem(key, 1, k, cause) == -1 || ca_write_pem(crt, 0, x, cause) == -1)
-		goto out;
-	*renewed = 1;
-	rc = 0;
-out:
-	if (rc == -1)
+	if ((rc = ca_mint(ca_dir, crt, key, &m, renewed, cause)) == -1)
 		cause_wrap(cause, "API certificate from %s", ca_dir);
 	free(san);
-	X509_free(x);
-	X509_free(root);
-	EVP_PKEY_free(k);
-	EVP_PKEY_free(rk);
-	free(rootcrt);
-	free(rootkey);
 	return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_http.h"
+#include "common/rfc3339.h"
 #include "common/util.h"
 
 void
@@ -31,9 +32,10 @@ cli_dispatch(const char *group, const struct cli_cmd *cmds, int argc, char **arg
 	for (c = cmds; c->name != NULL; c++) {
 		if (strcmp(c->name, argv[0]) != 0)
 			continue;
-		/* "VERB --help"; groups (template, key, secret) list their own subcommands. */
+		/* "VERB --help"; groups (template, key, secret, ...) list their own subcommands. */
 		if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) &&
-		    c->run != cmd_template && c->run != cmd_key && c->run != cmd_secret) {
+		    c->run != cmd_template && c->run != cmd_key && c->run != cmd_secret &&
+		    c->run != cmd_volume && c->run != cmd_cluster) {
 			if (c->detail != NULL)
 				fputs(c->detail, stdout);
 			else
@@ -82,13 +84,33 @@ cli_connect(void)
 }
 
 char *
-cli_sandbox_path(const char *id, const char *suffix)
+cli_named_path(const char *collection, const char *name, const char *suffix)
 {
-	char *e = cli_http_escape_segment(id), *p;
+	char *e = cli_http_escape_segment(name), *p;
 
-	xasprintf(&p, "/v1/sandboxes/%s%s", e, suffix);
+	xasprintf(&p, "%s/%s%s", collection, e, suffix);
 	free(e);
 	return p;
+}
+
+char *
+cli_sandbox_path(const char *id, const char *suffix)
+{
+	return cli_named_path("/v1/sandboxes", id, suffix);
+}
+
+void
+cli_query_add(char **q, const char *key, const char *value)
+{
+	char *e, *t;
+
+	if (value == NULL)
+		return;
+	e = cli_http_escape(value);
+	xasprintf(&t, "%s%c%s=%s", *q, strchr(*q, '?') != NULL ? '&' : '?', key, e);
+	free(e);
+	free(*q);
+	*q = t;
 }
 
 json_t *
@@ -104,6 +126,19 @@ cli_call(const char *method, const char *path, json_t *body, int *status)
 	cli_api_free(api);
 	if (r == NULL)
 		cli_fail_cause(cause);
+	return r;
+}
+
+json_t *
+cli_call_named(const char *method, const char *collection, const char *name,
+    const char *suffix, json_t *body)
+{
+	char *path = cli_named_path(collection, name, suffix);
+	json_t *r;
+
+	r = cli_call(method, path, body, NULL);
+	free(path);
+	json_decref(body);
 	return r;
 }
 
@@ -127,6 +162,37 @@ cli_delete(struct cli_api *api, const char *path, const char *what, const char *
 		fputc('\n', stdout);
 	}
 	return CLI_EXIT_OK;
+}
+
+int
+cli_delete_each(int argc, char **argv, const char *collection, const char *what,
+    const char *key, const char *usage)
+{
+	struct cli_api *api;
+	int i, json_out = 0, rv = CLI_EXIT_OK, names = 0;
+	char *path;
+
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--json") == 0)
+			json_out = 1;
+		else
+			names++;
+	if (names == 0) {
+		fprintf(stderr, "usage: %s\n", usage);
+		return CLI_EXIT_USAGE;
+	}
+	if ((api = cli_connect()) == NULL)
+		return CLI_EXIT_FAIL;
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			continue;
+		path = cli_named_path(collection, argv[i], "");
+		if (cli_delete(api, path, what, key, argv[i], json_out) != CLI_EXIT_OK)
+			rv = CLI_EXIT_FAIL;
+		free(path);
+	}
+	cli_api_free(api);
+	return rv;
 }
 
 void
@@ -216,18 +282,32 @@ cli_list(const char *path, const char *key, int json, const struct cli_col *cols
 	return r;
 }
 
+int
+cli_list_cmd(int argc, char **argv, const char *usage, const char *path, const char *key,
+    const struct cli_col *cols, void (*row)(const json_t *))
+{
+	int json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
+	json_t *r;
+
+	if (argc > 2 || (argc == 2 && !json_out)) {
+		fprintf(stderr, "usage: %s\n", usage);
+		return CLI_EXIT_USAGE;
+	}
+	if ((r = cli_list(path, key, json_out, cols, row)) == NULL)
+		return CLI_EXIT_FAIL;
+	json_decref(r);
+	return CLI_EXIT_OK;
+}
+
 const char *
 cli_age(const char *iso, char *buf, size_t len)
 {
-	struct tm tm;
-	time_t t, now = time(NULL);
+	int64_t ms;
 	long d;
 
-	memset(&tm, 0, sizeof(tm));
-	if (iso == NULL || strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+	if (iso == NULL || rfc3339_parse_ms(iso, &ms) == -1)
 		return iso != NULL ? iso : "-";
-	t = timegm(&tm);
-	d = (long)(now - t);
+	d = (long)(time(NULL) - ms / 1000);
 	if (d < 0)
 		d = 0;
 	if (d < 60)
@@ -239,15 +319,6 @@ cli_age(const char *iso, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%ldd ago", d / 86400);
 	return buf;
-}
-
-static double
-cli_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int
@@ -285,12 +356,12 @@ cli_sandbox_op(int argc, char **argv, const char *method, const char *suffix,
 			cli_cell(stderr, argv[i], 0);
 			fputs("...", stderr);
 		}
-		t0 = cli_now();
+		t0 = monotonic_secs();
 		sb = cli_api_json(api, method, path, NULL, NULL, &cause);
 		free(path);
 		if (progress)
 			fprintf(stderr, sb != NULL ? " done in %.1fs\n" : " failed\n",
-			    cli_now() - t0);
+			    monotonic_secs() - t0);
 		if (sb == NULL) {
 			cli_fail_cause(cause);
 			cause = NULL;

@@ -32,8 +32,15 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_fail_cause(char *cause);
 /* The API client from the environment, or NULL after printing why. */
 struct cli_api *cli_connect(void);
+/* "<collection>/<name><suffix>" with name escaped as one segment (malloc'd). */
+char *cli_named_path(const char *collection, const char *name, const char *suffix);
 /* "/v1/sandboxes/<id><suffix>" with id escaped (malloc'd). */
 char *cli_sandbox_path(const char *id, const char *suffix);
+/*
+ * Append key=value (value escaped) to the path or query *q, after '?' for
+ * the first parameter and '&' after that; a NULL value adds nothing.
+ */
+void cli_query_add(char **q, const char *key, const char *value);
 /*
  * The shared body of pause/resume/suspend/rm: method + suffix on each ID in
  * argv[1..], "doing ID..." progress on a terminal, "done ID" (or the
@@ -46,12 +53,21 @@ int cli_sandbox_op(int argc, char **argv, const char *method, const char *suffix
  * answer, or NULL after printing why (the client or the request failed).
  */
 json_t *cli_call(const char *method, const char *path, json_t *body, int *status);
+/* cli_call on cli_named_path(collection, name, suffix); body (may be NULL) is consumed. */
+json_t *cli_call_named(const char *method, const char *collection, const char *name,
+    const char *suffix, json_t *body);
 /*
  * One DELETE of an rm verb's NAMEs: prints "removed <what> NAME", or
  * {"<key>": NAME, "deleted": true} with json. CLI_EXIT_FAIL after printing why.
  */
 int cli_delete(struct cli_api *api, const char *path, const char *what, const char *key,
     const char *name, int json);
+/*
+ * An rm verb whose arguments are NAMEs and --json: DELETE collection/NAME
+ * (NAME escaped) for each, through cli_delete; usage when no NAME is given.
+ */
+int cli_delete_each(int argc, char **argv, const char *collection, const char *what,
+    const char *key, const char *usage);
 /* Pretty JSON on stdout, newline-terminated. */
 void cli_print_json(const json_t *j);
 /* A list answer's array under key as JSON (the whole answer if it has none). */
@@ -76,6 +92,12 @@ void cli_table_row(const struct cli_col *cols, const char *const *cells);
  */
 json_t *cli_list(const char *path, const char *key, int json, const struct cli_col *cols,
     void (*row)(const json_t *));
+/*
+ * An ls verb whose only option is --json: cli_list, then CLI_EXIT_OK,
+ * CLI_EXIT_FAIL (printed why) or CLI_EXIT_USAGE (usage printed).
+ */
+int cli_list_cmd(int argc, char **argv, const char *usage, const char *path, const char *key,
+    const struct cli_col *cols, void (*row)(const json_t *));
 /* "2026-11-30T08:00:00.000Z" -> "5m ago"-style age, or the input. */
 const char *cli_age(const char *iso, char *buf, size_t len);
 
@@ -114,8 +136,17 @@ void cmd_exec_opts_free(struct cli_exec_opts *o);
 /* Run o in the sandbox; returns the exit code airlock should exit with. */
 int cmd_exec_run(struct cli_api *api, struct cli_exec_opts *o, int in_fd, int out_fd,
     int err_fd);
+/* cmd_exec_run on this process's stdio, on a client of its own; frees o. */
+int cmd_exec_stdio(struct cli_exec_opts *o);
 
 int cmd_template(int argc, char **argv);
+int cmd_pool(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_quota(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
 int cmd_initramfs(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_boot(int argc, char **argv);

@@ -527,10 +527,9 @@ cli_conn_perform(struct cli_conn *c)
 static int
 cli_conn_wait(struct cli_conn *c, int body, char **cause)
 {
-	struct timespec t0, t1;
-	int numfds, waited;
+	uint64_t t0 = monotonic_ms();
+	int numfds;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		if (curl_multi_poll(c->multi, NULL, 0, 1000, &numfds) != CURLM_OK) {
 			cause_set(cause, "waiting for airlockd: curl_multi_poll failed");
@@ -541,9 +540,7 @@ cli_conn_wait(struct cli_conn *c, int body, char **cause)
 		if (c->done || (body ? c->len > 0 : c->head_done))
 			return 0;
 		(void)numfds;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
-		if (waited >= c->timeout_ms) {
+		if (monotonic_ms() - t0 >= (uint64_t)c->timeout_ms) {
 			cause_set(cause, "airlockd at %s did not answer within %d s", c->api->url,
 			    c->timeout_ms / 1000);
 			return -1;
@@ -825,37 +822,15 @@ cli_api_json(struct cli_api *api, const char *method, const char *path, json_t *
 	return cli_conn_json(api->conn, cause);
 }
 
-static char *
-cli_http_pct(const char *s, const char *keep)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *out = xmalloc(strlen(s) * 3 + 1), *o = out;
-
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-		/* ASCII ranges, not isalnum(): locales would let high bytes through. */
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || strchr(keep, ch) != NULL)
-			*o++ = (char)ch;
-		else {
-			*o++ = '%';
-			*o++ = hex[ch >> 4];
-			*o++ = hex[ch & 15];
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
 char *
 cli_http_escape(const char *s)
 {
-	return cli_http_pct(s, "-._~/");
+	return http_pct_encode(s, "-._~/");
 }
 
 char *
 cli_http_escape_segment(const char *s)
 {
 	/* No '/' and no '.': an id like "../keys" must stay one segment. */
-	return cli_http_pct(s, "-_~");
+	return http_pct_encode(s, "-_~");
 }

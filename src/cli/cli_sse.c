@@ -1,4 +1,4 @@
-/* text/event-stream parsing and base64 for the CLI (see cli_sse.h). */
+/* text/event-stream parsing for the CLI (see cli_sse.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,85 +146,5 @@ cli_sse_feed(struct cli_sse *s, const char *buf, size_t len, char **cause)
 		}
 		i++;
 	}
-	return 0;
-}
-
-static const char cli_b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-size_t
-cli_b64_encoded_len(size_t n)
-{
-	return (n + 2) / 3 * 4;
-}
-
-void
-cli_b64_encode(const void *in, size_t n, char *out)
-{
-	const unsigned char *p = in;
-	size_t i;
-	char *o = out;
-
-	for (i = 0; i + 2 < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = cli_b64_alphabet[v >> 18 & 63];
-		*o++ = cli_b64_alphabet[v >> 12 & 63];
-		*o++ = cli_b64_alphabet[v >> 6 & 63];
-		*o++ = cli_b64_alphabet[v & 63];
-	}
-	if (i < n) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-		*o++ = cli_b64_alphabet[v >> 18 & 63];
-		*o++ = cli_b64_alphabet[v >> 12 & 63];
-		*o++ = i + 1 < n ? cli_b64_alphabet[v >> 6 & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-}
-
-static int
-cli_b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-int
-cli_b64_decode(const char *in, size_t len, unsigned char *out, size_t *outlen)
-{
-	size_t i, o = 0;
-
-	*outlen = 0;
-	if (len % 4 != 0)
-		return -1;
-	for (i = 0; i < len; i += 4) {
-		int a = cli_b64_value((unsigned char)in[i]);
-		int b = cli_b64_value((unsigned char)in[i + 1]);
-		int c = cli_b64_value((unsigned char)in[i + 2]);
-		int d = cli_b64_value((unsigned char)in[i + 3]);
-		int last = i + 4 == len;
-
-		if (a < 0 || b < 0)
-			return -1;
-		if (c < 0 && !(last && in[i + 2] == '=' && in[i + 3] == '='))
-			return -1;
-		if (d < 0 && !(last && in[i + 3] == '='))
-			return -1;
-		out[o++] = (unsigned char)(a << 2 | b >> 4);
-		if (c >= 0)
-			out[o++] = (unsigned char)((b & 15) << 4 | c >> 2);
-		if (c >= 0 && d >= 0)
-			out[o++] = (unsigned char)((c & 3) << 6 | d);
-	}
-	*outlen = o;
 	return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * Server-sent events parser (the text/event-stream format) and base64, for
+ * Server-sent events parser (the text/event-stream format), for
  * the CLI's exec, events and template streams. Pure push parsers on byte
  * buffers: the daemon (or whatever answers on its port) is not trusted, so
  * lines and events are bounded and anything over the bound is an error, not
@@ -38,12 +38,5 @@ void cli_sse_init(struct cli_sse *s, cli_sse_cb cb, void *arg);
 void cli_sse_free(struct cli_sse *s);
 /* Feed stream bytes. -1 with a cause when a bound is exceeded or cb stopped. */
 int cli_sse_feed(struct cli_sse *s, const char *buf, size_t len, char **cause);
-
-/* Base64 (RFC 4648, with padding). Decoding ignores nothing: bad input is -1. */
-size_t cli_b64_encoded_len(size_t n);
-/* out must hold cli_b64_encoded_len(n) + 1 bytes; NUL-terminated. */
-void cli_b64_encode(const void *in, size_t n, char *out);
-/* out must hold len / 4 * 3 bytes; *outlen gets the decoded length. */
-int cli_b64_decode(const char *in, size_t len, unsigned char *out, size_t *outlen);
 
 #endif

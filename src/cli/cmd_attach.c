@@ -22,9 +22,8 @@ cmd_attach(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct cli_exec_opts o;
-	struct cli_api *api;
 	char *cause = NULL;
-	int ch, rv;
+	int ch;
 
 	memset(&o, 0, sizeof(o));
 	optind = 0;
@@ -49,14 +48,7 @@ cmd_attach(int argc, char **argv)
 	}
 	o.id = argv[optind];
 	o.env = json_object();
-	if ((api = cli_connect()) == NULL) {
-		cmd_exec_opts_free(&o);
-		return CLI_EXIT_EXEC_FAIL;
-	}
-	rv = cmd_exec_run(api, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
-	cli_api_free(api);
-	cmd_exec_opts_free(&o);
-	return rv;
+	return cmd_exec_stdio(&o);
 usage:
 	fprintf(stderr, "usage: airlock attach [-i] [-t] ID PID\n");
 	return CLI_EXIT_USAGE;

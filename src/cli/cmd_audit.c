@@ -33,18 +33,6 @@ audit_time_arg(const char *s)
 	return out;
 }
 
-/* Append "&key=value" (escaped) to *q. */
-static void
-audit_q(char **q, const char *key, const char *value)
-{
-	char *e = cli_http_escape(value), *t;
-
-	xasprintf(&t, "%s%c%s=%s", *q, **q != '\0' ? '&' : '?', key, e);
-	free(e);
-	free(*q);
-	*q = t;
-}
-
 /* What the decision was about: host, SNI, DNS name, or address:port. */
 static const char *
 audit_target(const json_t *r, char *buf, size_t len)
@@ -108,22 +96,22 @@ cmd_audit(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
-			audit_q(&q, "sandbox", optarg);
+			cli_query_add(&q, "sandbox", optarg);
 			break;
 		case 'd':
 			if (strcmp(optarg, "allow") != 0 && strcmp(optarg, "deny") != 0) {
 				fprintf(stderr, "airlock audit: --decision must be allow or deny\n");
 				goto usage;
 			}
-			audit_q(&q, "decision", optarg);
+			cli_query_add(&q, "decision", optarg);
 			break;
 		case 'k':
-			audit_q(&q, "kind", optarg);
+			cli_query_add(&q, "kind", optarg);
 			break;
 		case 's':
 		case 'u':
 			t = audit_time_arg(optarg);
-			audit_q(&q, ch == 's' ? "since" : "until", t);
+			cli_query_add(&q, ch == 's' ? "since" : "until", t);
 			free(t);
 			break;
 		case 'n':
@@ -132,7 +120,7 @@ cmd_audit(int argc, char **argv)
 				free(cause);
 				goto usage;
 			}
-			audit_q(&q, "limit", optarg);
+			cli_query_add(&q, "limit", optarg);
 			break;
 		case 'j':
 			json_out = 1;

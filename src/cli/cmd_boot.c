@@ -42,7 +42,7 @@ cmd_boot(int argc, char **argv)
 	struct template_paths tp;
 	struct accel_info ai;
 	struct vm_spec spec;
-	struct timespec t0, t1;
+	double t0;
 	char *cause = NULL, *dir = NULL, *rootfs = NULL, *console = NULL;
 	int ch, timeout_s = 120, keep = 0, rc = 1;
 	pid_t pid = -1;
@@ -85,13 +85,11 @@ cmd_boot(int argc, char **argv)
 	spec.no_reboot = 1;
 	printf("booting template \"%s\" (%s: %s)\n", tmpl, accel_name(ai.accel), ai.reason);
 	fflush(stdout);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = monotonic_secs();
 	if (vm_boot_start(&spec, &pid, &cause) == -1 ||
 	    vm_boot_wait_line(pid, console, AGENT_READY_LINE, timeout_s * 1000, &cause) == -1)
 		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("guest agent ready after %.2fs (console: %s)\n",
-	    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, console);
+	printf("guest agent ready after %.2fs (console: %s)\n", monotonic_secs() - t0, console);
 	fflush(stdout);
 	if (keep) {
 		printf("VM running (pid %ld); press Ctrl-C to stop it\n", (long)pid);

@@ -28,15 +28,6 @@ struct cp_progress {
 	uint64_t	 bytes;
 };
 
-static double
-cp_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void
 cp_progress(void *arg, uint64_t bytes)
 {
@@ -46,7 +37,7 @@ cp_progress(void *arg, uint64_t bytes)
 	p->bytes = bytes;
 	if (!p->on || bytes < CP_PROGRESS_MIN)
 		return;
-	now = cp_now();
+	now = monotonic_secs();
 	if (now - p->last < 0.2)
 		return;
 	p->last = now;

@@ -11,7 +11,7 @@
 #include "common/util.h"
 
 const char cmd_create_usage[] =
-	"usage: airlock create [--template T] [--vcpus N] [--memory MB] [--disk MB]\n"
+	"usage: airlock create [--template T | --snapshot NAME] [--vcpus N] [--memory MB] [--disk MB]\n"
 	"                      [--network none|allowlist|full] [--allow HOST]...\n"
 	"                      [--env K=V]... [--meta K=V]... [--timeout S]\n"
 	"                      [--idle-timeout S] [--auto-pause] [--json]\n";
@@ -34,6 +34,7 @@ cmd_create_parse(int argc, char **argv, json_t **bodyp, int *json_out, char **ca
 {
 	static const struct option longopts[] = {
 		{ "template", required_argument, NULL, 'T' },
+		{ "snapshot", required_argument, NULL, 'S' },
 		{ "vcpus", required_argument, NULL, 'c' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "disk", required_argument, NULL, 'D' },
@@ -59,6 +60,9 @@ cmd_create_parse(int argc, char **argv, json_t **bodyp, int *json_out, char **ca
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (ch) {
+		case 'S':
+			json_object_set_new(body, "snapshot", json_string(optarg));
+			break;
 		case 'T':
 			json_object_set_new(body, "template", json_string(optarg));
 			break;
@@ -150,15 +154,6 @@ bad:
 	return -1;
 }
 
-static double
-create_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int
 cmd_create(int argc, char **argv)
 {
@@ -183,11 +178,11 @@ cmd_create(int argc, char **argv)
 		fprintf(stderr, "creating sandbox from template \"%s\"...",
 		    json_string_value(json_object_get(body, "template")) ?
 		    json_string_value(json_object_get(body, "template")) : "base");
-	t0 = create_now();
+	t0 = monotonic_secs();
 	sb = cli_api_json(api, "POST", "/v1/sandboxes", body, NULL, &cause);
 	json_decref(body);
 	if (progress)
-		fprintf(stderr, sb != NULL ? " ready in %.1fs\n" : " failed\n", create_now() - t0);
+		fprintf(stderr, sb != NULL ? " ready in %.1fs\n" : " failed\n", monotonic_secs() - t0);
 	cli_api_free(api);
 	if (sb == NULL)
 		return cli_fail_cause(cause);

@@ -25,6 +25,7 @@
 #include "cli/cli_http.h"
 #include "cli/cli_sse.h"
 #include "common/log.h"
+#include "common/base64.h"
 #include "common/util.h"
 
 /* Bytes per stdin POST: base64 of it stays well under the API's 1 MiB JSON limit. */
@@ -126,7 +127,7 @@ static int
 exec_output(int fd, const json_t *data)
 {
 	const char *b64 = json_string_value(json_object_get(data, "data"));
-	unsigned char *buf;
+	uint8_t *buf;
 	size_t len, n;
 
 	int rv = 0;
@@ -134,9 +135,9 @@ exec_output(int fd, const json_t *data)
 	if (b64 == NULL)
 		return 0;
 	len = strlen(b64);
-	buf = xmalloc(len / 4 * 3 + 3);
+	buf = xmalloc(BASE64_DECODED_MAX(len));
 	/* Garbage from the daemon is dropped rather than written half-decoded. */
-	if (cli_b64_decode(b64, len, buf, &n) == 0)
+	if (base64_decode(b64, len, buf, &n) == 0)
 		rv = exec_write_all(fd, buf, n);
 	free(buf);
 	return rv;
@@ -256,8 +257,8 @@ exec_forward_stdin(struct exec_state *ex)
 			free(cause);
 		return;
 	}
-	b64 = xmalloc(cli_b64_encoded_len((size_t)n) + 1);
-	cli_b64_encode(buf, (size_t)n, b64);
+	b64 = xmalloc(BASE64_LEN((size_t)n) + 1);
+	base64_encode(buf, (size_t)n, b64);
 	if (exec_process_post(ex, "stdin", json_pack("{s:s}", "data", b64), &cause) == -1) {
 		/* Most likely the process has exited; its exit event follows. */
 		ex->stdin_open = 0;
@@ -368,22 +369,13 @@ exec_signals_set(int on)
 	}
 }
 
-static double
-exec_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Follow the stream until exit; returns our exit code. */
 static int
 exec_loop(struct exec_state *ex, struct cli_conn *conn)
 {
 	struct pollfd pfd[3];
 	char *cause = NULL;
-	double last = exec_now();
+	double last = monotonic_secs();
 	int r, n, nfd, interrupts = 0, ms;
 	unsigned char sig;
 
@@ -417,7 +409,7 @@ exec_loop(struct exec_state *ex, struct cli_conn *conn)
 		pfd[nfd++] = (struct pollfd){ .fd = exec_sigpipe[0], .events = POLLIN };
 		if (ex->stdin_open && ex->pid >= 0)
 			pfd[nfd++] = (struct pollfd){ .fd = ex->in_fd, .events = POLLIN };
-		ms = (int)((last + CLI_HTTP_STREAM_TIMEOUT_MS / 1000.0 - exec_now()) * 1000);
+		ms = (int)((last + CLI_HTTP_STREAM_TIMEOUT_MS / 1000.0 - monotonic_secs()) * 1000);
 		if (ms <= 0) {
 			cli_fail("no events or heartbeats from airlockd for %d s",
 			    CLI_HTTP_STREAM_TIMEOUT_MS / 1000);
@@ -431,7 +423,7 @@ exec_loop(struct exec_state *ex, struct cli_conn *conn)
 		if (n <= 0)
 			continue;
 		if (pfd[0].revents != 0)
-			last = exec_now();
+			last = monotonic_secs();
 		if (pfd[1].revents != 0) {
 			while (read(exec_sigpipe[0], &sig, 1) == 1)
 				if (exec_signal(ex, sig, &interrupts))
@@ -588,24 +580,31 @@ bad:
 }
 
 int
+cmd_exec_stdio(struct cli_exec_opts *o)
+{
+	struct cli_api *api;
+	int rv;
+
+	if ((api = cli_connect()) == NULL) {
+		cmd_exec_opts_free(o);
+		return CLI_EXIT_EXEC_FAIL;
+	}
+	rv = cmd_exec_run(api, o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
+	cli_api_free(api);
+	cmd_exec_opts_free(o);
+	return rv;
+}
+
+int
 cmd_exec(int argc, char **argv)
 {
 	struct cli_exec_opts o;
-	struct cli_api *api;
 	char *cause = NULL;
-	int rv;
 
 	if (cmd_exec_parse(argc, argv, &o, &cause) == -1) {
 		fprintf(stderr, "airlock exec: %s\n%s", cause, cmd_exec_usage);
 		free(cause);
 		return CLI_EXIT_USAGE;
 	}
-	if ((api = cli_connect()) == NULL) {
-		cmd_exec_opts_free(&o);
-		return CLI_EXIT_EXEC_FAIL;
-	}
-	rv = cmd_exec_run(api, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
-	cli_api_free(api);
-	cmd_exec_opts_free(&o);
-	return rv;
+	return cmd_exec_stdio(&o);
 }

@@ -18,12 +18,13 @@ key_create(int argc, char **argv)
 		{ "project", required_argument, NULL, 'p' },
 		{ "role", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "e2b", no_argument, NULL, 'e' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *project = "default", *role = "user";
 	char t[32];
 	json_t *body, *k;
-	int ch, json_out = 0;
+	int ch, json_out = 0, e2b = 0;
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -42,6 +43,9 @@ key_create(int argc, char **argv)
 		case 'j':
 			json_out = 1;
 			break;
+		case 'e':
+			e2b = 1;
+			break;
 		default:
 			goto usage;
 		}
@@ -49,6 +53,9 @@ key_create(int argc, char **argv)
 	if (optind != argc - 1)
 		goto usage;
 	body = json_pack("{s:s,s:s,s:s}", "name", argv[optind], "project", project, "role", role);
+	/* E2B's format (e2b_ + 40 hex), which E2B SDKs check before sending it. */
+	if (e2b)
+		json_object_set_new(body, "format", json_string("e2b"));
 	k = cli_call("POST", "/v1/keys", body, NULL);
 	json_decref(body);
 	if (k == NULL)
@@ -67,7 +74,7 @@ key_create(int argc, char **argv)
 	return CLI_EXIT_OK;
 usage:
 	fprintf(stderr, "usage: airlock key create NAME [--project P] [--role user|admin] "
-	    "[--json]\n");
+	    "[--e2b] [--json]\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -93,50 +100,14 @@ key_row(const json_t *k)
 static int
 key_ls(int argc, char **argv)
 {
-	int json_out = argc == 2 && strcmp(argv[1], "--json") == 0;
-	json_t *r;
-
-	if (argc > 2 || (argc == 2 && !json_out)) {
-		fprintf(stderr, "usage: airlock key ls [--json]\n");
-		return CLI_EXIT_USAGE;
-	}
-	if ((r = cli_list("/v1/keys", "keys", json_out, key_cols, key_row)) == NULL)
-		return CLI_EXIT_FAIL;
-	json_decref(r);
-	return CLI_EXIT_OK;
+	return cli_list_cmd(argc, argv, "airlock key ls [--json]",
+	    "/v1/keys", "keys", key_cols, key_row);
 }
 
 static int
 key_rm(int argc, char **argv)
 {
-	struct cli_api *api;
-	char *e, *path;
-	int i, rv = CLI_EXIT_OK, json_out = 0, n = 0;
-
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			json_out = 1;
-		else
-			n++;
-	}
-	if (n == 0) {
-		fprintf(stderr, "usage: airlock key rm [--json] ID...\n");
-		return CLI_EXIT_USAGE;
-	}
-	if ((api = cli_connect()) == NULL)
-		return CLI_EXIT_FAIL;
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			continue;
-		e = cli_http_escape_segment(argv[i]);
-		xasprintf(&path, "/v1/keys/%s", e);
-		free(e);
-		if (cli_delete(api, path, "key", "id", argv[i], json_out) != CLI_EXIT_OK)
-			rv = CLI_EXIT_FAIL;
-		free(path);
-	}
-	cli_api_free(api);
-	return rv;
+	return cli_delete_each(argc, argv, "/v1/keys", "key", "id", "airlock key rm [--json] ID...");
 }
 
 static const struct cli_cmd key_cmds[] = {

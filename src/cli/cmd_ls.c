@@ -43,7 +43,7 @@ cmd_ls(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *state = NULL;
-	char *meta = NULL, *cause = NULL, *k, *v, *path, *after = NULL, *e;
+	char *meta = NULL, *cause = NULL, *k, *v, *path, *after = NULL;
 	struct cli_api *api;
 	json_t *all = json_array(), *page, *sb;
 	int ch, json_out = 0, pages;
@@ -79,31 +79,11 @@ cmd_ls(int argc, char **argv)
 	if ((api = cli_connect()) == NULL)
 		goto fail;
 	for (pages = 0; pages < LS_PAGES_MAX; pages++) {
-		char *q = NULL, *tmp;
-		xasprintf(&q, "/v1/sandboxes?limit=%d", LS_PAGE);
-		if (state != NULL) {
-			e = cli_http_escape(state);
-			tmp = q;
-			xasprintf(&q, "%s&state=%s", tmp, e);
-			free(tmp);
-			free(e);
-		}
-		if (meta != NULL) {
-			/* The filter is itself k=v&k2=v2, escaped as one value. */
-			e = cli_http_escape(meta);
-			tmp = q;
-			xasprintf(&q, "%s&metadata=%s", tmp, e);
-			free(tmp);
-			free(e);
-		}
-		if (after != NULL) {
-			e = cli_http_escape(after);
-			tmp = q;
-			xasprintf(&q, "%s&after=%s", tmp, e);
-			free(tmp);
-			free(e);
-		}
-		path = q;
+		xasprintf(&path, "/v1/sandboxes?limit=%d", LS_PAGE);
+		cli_query_add(&path, "state", state);
+		/* The filter is itself k=v&k2=v2, escaped as one value. */
+		cli_query_add(&path, "metadata", meta);
+		cli_query_add(&path, "after", after);
 		page = cli_api_json(api, "GET", path, NULL, NULL, &cause);
 		free(path);
 		if (page == NULL) {

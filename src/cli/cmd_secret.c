@@ -23,33 +23,20 @@
 static char *
 secret_query(const char *scope, const char *sandbox)
 {
-	char *q = xstrdup(""), *e, *t;
+	char *q = xstrdup("");
 
-	if (scope != NULL) {
-		e = cli_http_escape(scope);
-		xasprintf(&t, "?scope=%s", e);
-		free(e);
-		free(q);
-		q = t;
-	}
-	if (sandbox != NULL) {
-		e = cli_http_escape(sandbox);
-		xasprintf(&t, "%s%csandbox=%s", q, *q != '\0' ? '&' : '?', e);
-		free(e);
-		free(q);
-		q = t;
-	}
+	cli_query_add(&q, "scope", scope);
+	cli_query_add(&q, "sandbox", sandbox);
 	return q;
 }
 
 static char *
 secret_path(const char *name, const char *scope, const char *sandbox)
 {
-	char *e = cli_http_escape_segment(name), *q = secret_query(scope, sandbox), *p;
+	char *p = cli_named_path("/v1/secrets", name, "");
 
-	xasprintf(&p, "/v1/secrets/%s%s", e, q);
-	free(e);
-	free(q);
+	cli_query_add(&p, "scope", scope);
+	cli_query_add(&p, "sandbox", sandbox);
 	return p;
 }
 

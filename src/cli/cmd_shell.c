@@ -18,8 +18,7 @@ cmd_shell(int argc, char **argv)
 	};
 	static char *shell_cmd[] = { "bash", "-l", NULL };
 	struct cli_exec_opts o;
-	struct cli_api *api;
-	int ch, rv;
+	int ch;
 
 	memset(&o, 0, sizeof(o));
 	optind = 0;
@@ -44,14 +43,7 @@ cmd_shell(int argc, char **argv)
 	/* Piped input (echo ls | airlock shell ID) wants no PTY echo. */
 	o.tty = isatty(STDIN_FILENO);
 	o.env = json_object();
-	if ((api = cli_connect()) == NULL) {
-		cmd_exec_opts_free(&o);
-		return CLI_EXIT_EXEC_FAIL;
-	}
-	rv = cmd_exec_run(api, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
-	cli_api_free(api);
-	cmd_exec_opts_free(&o);
-	return rv;
+	return cmd_exec_stdio(&o);
 usage:
 	fprintf(stderr, "usage: airlock shell [--user U] [--cwd DIR] ID\n");
 	return CLI_EXIT_USAGE;

@@ -20,41 +20,27 @@
 
 #include "cli/cli.h"
 #include "cli/cli_http.h"
+#include "cli/cli_context.h"
 #include "cli/cli_sse.h"
+#include "cli/cmd_template.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "images/recipe.h"
 #include "images/template_build.h"
 
-static double
-cli_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Progress lines, the same for local and remote builds. */
-struct build_progress {
-	FILE	*out;		/* stdout, or stderr when stdout carries --json */
-	double	 start, step_start;
-	int	 step;
-};
-
-static void
+void
 build_progress_init(struct build_progress *p, int json_out)
 {
 	memset(p, 0, sizeof(*p));
 	p->out = json_out ? stderr : stdout;
-	p->start = cli_now();
+	p->start = monotonic_secs();
 }
 
-static void
+void
 build_progress(void *arg, int step, int nsteps, const char *msg)
 {
 	struct build_progress *p = arg;
-	double now = cli_now();
+	double now = monotonic_secs();
 
 	if (p->step != 0 && step != p->step)
 		fprintf(p->out, "      done in %.1fs\n", now - p->step_start);
@@ -68,17 +54,37 @@ build_progress(void *arg, int step, int nsteps, const char *msg)
 	fflush(p->out);
 }
 
-static void
+void
 build_progress_end(struct build_progress *p, const char *name, const char *where)
 {
 	if (p->step != 0)
-		fprintf(p->out, "      done in %.1fs\n", cli_now() - p->step_start);
-	fprintf(p->out, "template \"%s\" built in %.1fs%s\n", name, cli_now() - p->start,
+		fprintf(p->out, "      done in %.1fs\n", monotonic_secs() - p->step_start);
+	fprintf(p->out, "template \"%s\" built in %.1fs%s\n", name, monotonic_secs() - p->start,
 	    where);
 	fflush(p->out);
 }
 
-static int
+/* A local build or import ended well: say where, and print template.json with --json. */
+int
+template_local_done(struct build_progress *p, const char *name, int json_out)
+{
+	char *where, *meta;
+	json_t *t;
+
+	xasprintf(&where, ": %s/templates/%s", paths_data_dir(), name);
+	build_progress_end(p, name, where);
+	free(where);
+	if (json_out) {
+		meta = paths_data("templates/%s/template.json", name);
+		if ((t = json_load_file(meta, 0, NULL)) != NULL)
+			cli_print_json(t);
+		json_decref(t);
+		free(meta);
+	}
+	return CLI_EXIT_OK;
+}
+
+int
 build_failed(const char *name, const char *why)
 {
 	fprintf(stderr, "airlock: template %s: %s\n", name, why);
@@ -91,8 +97,7 @@ template_build_local(const char *name, struct template_build_opts *o, int json_o
 {
 	struct build_progress p;
 	struct recipe r;
-	char *cause = NULL, *where, *meta;
-	json_t *t;
+	char *cause = NULL;
 	int rc;
 
 	o->name = name;
@@ -112,17 +117,7 @@ template_build_local(const char *name, struct template_build_opts *o, int json_o
 		return rc;
 	}
 	recipe_free(&r);
-	xasprintf(&where, ": %s/templates/%s", paths_data_dir(), name);
-	build_progress_end(&p, name, where);
-	free(where);
-	if (json_out) {
-		meta = paths_data("templates/%s/template.json", name);
-		if ((t = json_load_file(meta, 0, NULL)) != NULL)
-			cli_print_json(t);
-		json_decref(t);
-		free(meta);
-	}
-	return CLI_EXIT_OK;
+	return template_local_done(&p, name, json_out);
 }
 
 /* --- remote: POST /v1/templates, progress as server-sent events ----------- */
@@ -145,6 +140,19 @@ remote_event(void *arg, const char *event, const char *data, size_t len)
 	if (strcmp(event, "progress") == 0 && msg != NULL)
 		build_progress(&rb->p, (int)json_integer_value(json_object_get(j, "step")),
 		    (int)json_integer_value(json_object_get(j, "steps")), msg);
+	else if (strcmp(event, "output") == 0 &&
+	    json_string_value(json_object_get(j, "data")) != NULL) {
+		/* A run step's output in the build VM, line by line, escapes shown as '?'. */
+		char *d = xstrdup(json_string_value(json_object_get(j, "data"))), *save, *line;
+		for (line = strtok_r(d, "\n", &save); line != NULL;
+		    line = strtok_r(NULL, "\n", &save)) {
+			fputs("      | ", rb->p.out);
+			cli_cell(rb->p.out, line, 0);
+			fputc('\n', rb->p.out);
+		}
+		fflush(rb->p.out);
+		free(d);
+	}
 	else if (strcmp(event, "done") == 0) {
 		rb->ended = 1;
 		rb->template = json_incref(json_object_get(j, "template"));
@@ -164,44 +172,95 @@ remote_sink(void *arg, const char *data, size_t n, char **cause)
 	return cli_sse_feed(&rb->sse, data, n, cause);
 }
 
-/* Send the recipe as it is: airlockd validates it and names the bad field. */
+struct remote_src {
+	const char	*recipe_path;	/* a recipe file, or */
+	const char	*dockerfile;	/* a Dockerfile, with */
+	const char	*context;	/* its context directory (NULL: the Dockerfile's) */
+	int		 no_cache;
+};
+
+/* Send the recipe (or the Dockerfile and its context) as it is: airlockd names the bad field. */
 static int
-template_build_remote(const char *name, const char *recipe_path, int json_out)
+template_build_remote(const char *name, const struct remote_src *src, int json_out)
+{
+	json_error_t jerr;
+	json_t *recipe, *body;
+	char *text, *cause = NULL, *path, *ctxdir, *from, *slash;
+	int rc, fd;
+
+	if (src->dockerfile == NULL) {
+		recipe = json_load_file(src->recipe_path, JSON_REJECT_DUPLICATES, &jerr);
+		if (recipe == NULL)
+			return cli_fail("recipe %s: line %d column %d: %s", src->recipe_path,
+			    jerr.line, jerr.column, jerr.text);
+		if (!json_is_object(recipe)) {
+			json_decref(recipe);
+			return cli_fail("recipe %s: must be a JSON object (docs/templates.md)",
+			    src->recipe_path);
+		}
+		body = json_pack("{s:s,s:O,s:b}", "name", name, "recipe", recipe, "no_cache",
+		    src->no_cache);
+		text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		rc = template_remote_stream(name, src->recipe_path, "POST", "/v1/templates",
+		    "application/json", text, strlen(text), -1, json_out,
+		    json_object_get(recipe, "files") != NULL ? "recipes with \"files\" copy host "
+		    "paths, so they build only locally: run as root on the daemon's host with "
+		    "--local" : NULL);
+		free(text);
+		json_decref(recipe);
+		return rc;
+	}
+	/* The context is the Dockerfile's directory unless given. */
+	ctxdir = xstrdup(src->context != NULL ? src->context : src->dockerfile);
+	if (src->context == NULL) {
+		if ((slash = strrchr(ctxdir, '/')) != NULL)
+			*slash = '\0';
+		else {
+			free(ctxdir);
+			ctxdir = xstrdup(".");
+		}
+	}
+	if ((fd = cli_context_tar(ctxdir, src->dockerfile, &cause)) == -1) {
+		rc = cli_fail("%s", cause);
+		free(cause);
+		free(ctxdir);
+		return rc;
+	}
+	xasprintf(&from, "%s (context %s)", src->dockerfile, ctxdir);
+	xasprintf(&path, "/v1/templates/%s/build?dockerfile=%s%s", name, CLI_CONTEXT_DOCKERFILE,
+	    src->no_cache ? "&no_cache=true" : "");
+	rc = template_remote_stream(name, from, "POST", path, "application/x-tar", NULL, 0, fd,
+	    json_out, NULL);
+	close(fd);
+	free(path);
+	free(from);
+	free(ctxdir);
+	return rc;
+}
+
+int
+template_remote_stream(const char *name, const char *from, const char *method,
+    const char *path, const char *ctype, const char *text, size_t len, int upload_fd,
+    int json_out, const char *refusal_hint)
 {
 	struct remote_build rb;
 	struct cli_api *api;
 	struct cli_conn *conn;
-	json_error_t jerr;
-	json_t *recipe, *body;
-	char *text, *cause = NULL, *where;
-	int has_files, rc;
+	char *cause = NULL, *where;
+	int rc;
 
-	recipe = json_load_file(recipe_path, JSON_REJECT_DUPLICATES, &jerr);
-	if (recipe == NULL)
-		return cli_fail("recipe %s: line %d column %d: %s", recipe_path, jerr.line,
-		    jerr.column, jerr.text);
-	if (!json_is_object(recipe)) {
-		json_decref(recipe);
-		return cli_fail("recipe %s: must be a JSON object (docs/templates.md)", recipe_path);
-	}
-	has_files = json_object_get(recipe, "files") != NULL;
-	if ((api = cli_connect()) == NULL) {
-		json_decref(recipe);
+	if ((api = cli_connect()) == NULL)
 		return CLI_EXIT_FAIL;
-	}
-	body = json_pack("{s:s,s:o}", "name", name, "recipe", recipe);
-	text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
 	memset(&rb, 0, sizeof(rb));
 	build_progress_init(&rb.p, json_out);
 	cli_sse_init(&rb.sse, remote_event, &rb);
 	fprintf(rb.p.out, "building template \"%s\" from %s on airlockd at %s\n", name,
-	    recipe_path, cli_api_url(api));
+	    from, cli_api_url(api));
 	fflush(rb.p.out);
 	conn = cli_api_conn(api);
-	rc = cli_conn_request(conn, "POST", "/v1/templates", "application/json", text,
-	    strlen(text), -1, NULL, NULL, NULL, &cause);
-	free(text);
+	rc = cli_conn_request(conn, method, path, ctype, text, len, upload_fd, NULL, NULL, NULL,
+	    &cause);
 	if (rc != -1) {
 		/* Steps can be silent for minutes; heartbeats come every 15 s. */
 		cli_conn_set_timeout(conn, CLI_HTTP_STREAM_TIMEOUT_MS);
@@ -225,11 +284,10 @@ template_build_remote(const char *name, const char *recipe_path, int json_out)
 			cli_print_json(rb.template != NULL ? rb.template : json_null());
 		rc = CLI_EXIT_OK;
 	} else {
-		/* A refusal (400: bad name, files), or the stream broke. */
+		/* A refusal (400: bad name, files, a bad image), or the stream broke. */
 		rc = build_failed(name, cause != NULL ? cause : "no answer from airlockd");
-		if (has_files)
-			fprintf(stderr, "airlock: recipes with \"files\" copy host paths, so they "
-			    "build only locally: run as root on the daemon's host with --local\n");
+		if (refusal_hint != NULL)
+			fprintf(stderr, "airlock: %s\n", refusal_hint);
 	}
 	free(cause);
 	free(rb.error);
@@ -244,7 +302,7 @@ template_build_remote(const char *name, const char *recipe_path, int json_out)
  * this host (debootstrap needs root, and the result must land in the data
  * dir that daemon serves).
  */
-static int
+int
 template_build_goes_remote(void)
 {
 	struct cli_api *api;
@@ -263,13 +321,47 @@ template_build_goes_remote(void)
 }
 
 static const char template_build_usage[] =
-    "usage: airlock template build NAME --recipe FILE [--local [--agent BIN] [--no-cache] |\n"
-    "           --remote] [--json]\n"
-    "  --local   build here, in-process (root; debootstrap; recipes with \"files\");\n"
-    "            implied by --agent and --no-cache\n"
+    "usage: airlock template build NAME --recipe FILE [--local [--agent BIN] | --remote]\n"
+    "           [--no-cache] [--json]\n"
+    "       airlock template build NAME --dockerfile FILE [--context DIR] [--no-cache] [--json]\n"
+    "  --local   build here, in-process (root; debootstrap; recipes with \"files\" and\n"
+    "            no run steps); implied by --agent\n"
     "  --remote  build in airlockd (POST /v1/templates); the default when AIRLOCK_URL\n"
-    "            names another host or when not root. Interrupting only stops the\n"
-    "            progress display: the daemon finishes the build.\n";
+    "            names another host, when not root, and for recipes with run steps\n"
+    "            (they execute in airlockd's build VM). Interrupting only stops the\n"
+    "            progress display: the daemon finishes the build.\n"
+    "  --dockerfile, --context: always in airlockd; the context (default: the\n"
+    "            Dockerfile's directory) is uploaded as a tar for COPY/ADD.\n"
+    "  --no-cache  rebuild the base image and every run step\n";
+
+int
+template_where_opt(int ch, struct template_where *w)
+{
+	switch (ch) {
+	case 'L':
+		w->local = 1;
+		return 1;
+	case 'R':
+		w->remote = 1;
+		return 1;
+	case 'j':
+		w->json = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Run steps and template bases execute in airlockd's build VM: such recipes go remote. */
+static int
+recipe_needs_vm(const char *path)
+{
+	json_t *r = json_load_file(path, 0, NULL);
+	int vm = json_array_size(json_object_get(r, "run")) > 0 ||
+	    json_object_get(r, "template") != NULL;
+
+	json_decref(r);
+	return vm;
+}
 
 static int
 template_build_cmd(int argc, char **argv)
@@ -278,13 +370,17 @@ template_build_cmd(int argc, char **argv)
 		{ "recipe", required_argument, NULL, 'r' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "no-cache", no_argument, NULL, 'n' },
-		{ "local", no_argument, NULL, 'L' },
-		{ "remote", no_argument, NULL, 'R' },
-		{ "json", no_argument, NULL, 'j' },
+		TEMPLATE_WHERE_LONGOPTS,
+		{ "dockerfile", required_argument, NULL, 'd' },
+		{ "context", required_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct template_build_opts o;
-	int ch, local = 0, remote = 0, json_out = 0;
+	struct remote_src rs;
+	struct template_where w = { 0, 0, 0 };
+	int ch;
+
+	memset(&rs, 0, sizeof(rs));
 
 	memset(&o, 0, sizeof(o));
 	optind = 1;
@@ -299,31 +395,40 @@ template_build_cmd(int argc, char **argv)
 		case 'n':
 			o.no_cache = 1;
 			break;
-		case 'L':
-			local = 1;
+		case 'd':
+			rs.dockerfile = optarg;
 			break;
-		case 'R':
-			remote = 1;
-			break;
-		case 'j':
-			json_out = 1;
+		case 'c':
+			rs.context = optarg;
 			break;
 		default:
-			goto usage;
+			if (!template_where_opt(ch, &w))
+				goto usage;
 		}
 	}
-	if (optind != argc - 1 || o.recipe_path == NULL || (local && remote))
+	if (optind != argc - 1 || (o.recipe_path == NULL) == (rs.dockerfile == NULL) ||
+	    (w.local && w.remote) || (rs.context != NULL && rs.dockerfile == NULL))
 		goto usage;
-	/* --agent and --no-cache name local things: they imply --local. */
-	if (remote && (o.agent_bin != NULL || o.no_cache)) {
-		fprintf(stderr, "airlock: --agent and --no-cache apply to local builds only\n");
+	rs.recipe_path = o.recipe_path;
+	rs.no_cache = o.no_cache;
+	if (rs.dockerfile != NULL) {
+		if (w.local || o.agent_bin != NULL) {
+			fprintf(stderr, "airlock: Dockerfiles build in airlockd (their RUN steps "
+			    "execute in its build VM): no --local or --agent\n");
+			goto usage;
+		}
+		return template_build_remote(argv[optind], &rs, w.json);
+	}
+	/* --agent names a local thing: it implies --local. */
+	if (w.remote && o.agent_bin != NULL) {
+		fprintf(stderr, "airlock: --agent applies to local builds only\n");
 		goto usage;
 	}
-	if (!local && !remote && o.agent_bin == NULL && !o.no_cache)
-		remote = template_build_goes_remote();
-	if (remote)
-		return template_build_remote(argv[optind], o.recipe_path, json_out);
-	return template_build_local(argv[optind], &o, json_out);
+	if (!w.local && !w.remote && o.agent_bin == NULL)
+		w.remote = recipe_needs_vm(o.recipe_path) || template_build_goes_remote();
+	if (w.remote)
+		return template_build_remote(argv[optind], &rs, w.json);
+	return template_build_local(argv[optind], &o, w.json);
 usage:
 	fputs(template_build_usage, stderr);
 	return CLI_EXIT_USAGE;
@@ -399,16 +504,23 @@ print:
 		printf("\n");
 	} else {
 		size_t i;
-		printf("%-20s %-34s %-22s %10s\n", "NAME", "KERNEL", "BUILT", "DISK_MB");
+		printf("%-20s %-34s %-22s %10s %10s %-24s\n", "NAME", "KERNEL", "BUILT", "DISK_MB",
+		    "USED_MB", "LAST_USED");
 		char t[32];
 		json_array_foreach(all, i, m) {
+			const char *used = json_string_value(json_object_get(m, "last_used_at"));
 			cli_cell(stdout, cli_field(m, "name", t, sizeof(t)), 20);
 			fputc(' ', stdout);
 			cli_cell(stdout, cli_field(m, "kernel_release", t, sizeof(t)), 34);
 			fputc(' ', stdout);
 			cli_cell(stdout, cli_field(m, "built_at", t, sizeof(t)), 22);
-			printf(" %10lld\n",
-			    (long long)json_integer_value(json_object_get(m, "disk_size_mb")));
+			/* Allocated blocks: what the image costs on the data dir's filesystem. */
+			printf(" %10lld %10lld ",
+			    (long long)json_integer_value(json_object_get(m, "disk_size_mb")),
+			    (long long)(json_integer_value(json_object_get(m,
+			    "image_allocated_bytes")) >> 20));
+			cli_cell(stdout, used != NULL ? used : "-", 0);
+			fputc('\n', stdout);
 		}
 	}
 	json_decref(all);
@@ -461,6 +573,9 @@ template_rm_cmd(int argc, char **argv)
 static const struct cli_cmd template_cmds[] = {
 	{ "build", "build NAME --recipe FILE [--local|--remote] [--json]",
 	  "build a template from a recipe", template_build_cmd, template_build_usage },
+	{ "import", "import NAME FILE|DIR [--local|--remote] [--json]",
+	  "import an OCI image (docker save tar, OCI layout)", template_import_cmd,
+	  template_import_usage },
 	{ "ls", "ls [--json]", "list templates", template_ls_cmd, NULL },
 	{ "rm", "rm NAME", "remove a template", template_rm_cmd, NULL },
 	{ NULL, NULL, NULL, NULL, NULL }

@@ -28,8 +28,7 @@ paths_join(const char *root, const char *fmt, va_list ap)
 {
 	char *rel, *out;
 
-	if (vasprintf(&rel, fmt, ap) < 0)
-		return NULL;
+	xvasprintf(&rel, fmt, ap);
 	xasprintf(&out, "%s/%s", root, rel);
 	free(rel);
 	return out;

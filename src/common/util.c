@@ -14,8 +14,6 @@
 
 #include <sys/random.h>
 
-#include <openssl/evp.h>
-
 #include "common/log.h"
 #include "common/util.h"
 
@@ -65,6 +63,24 @@ xstrdup(const char *s)
 	return p;
 }
 
+void *
+xnonnull(void *p, const char *what)
+{
+	if (p == NULL)
+		fatalx("%s: out of memory", what);
+	return p;
+}
+
+int
+xvasprintf(char **ret, const char *fmt, va_list ap)
+{
+	int n;
+
+	if ((n = vasprintf(ret, fmt, ap)) < 0)
+		fatal("xvasprintf");
+	return n;
+}
+
 int
 xasprintf(char **ret, const char *fmt, ...)
 {
@@ -72,10 +88,8 @@ xasprintf(char **ret, const char *fmt, ...)
 	int n;
 
 	va_start(ap, fmt);
-	n = vasprintf(ret, fmt, ap);
+	n = xvasprintf(ret, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		fatal("xasprintf");
 	return n;
 }
 
@@ -271,73 +285,36 @@ remove_tree(const char *path, char **cause)
 	return 0;
 }
 
-static void
-hex_encode(const unsigned char *in, size_t len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 0xf];
-	}
-	out[2 * len] = '\0';
-}
-
-void
-sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int mdlen = sizeof(md);
-
-	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1)
-		fatalx("sha256 failed");
-	hex_encode(md, 32, out);
-}
-
-int
-sha256_file_hex(const char *path, char out[65], char **cause)
-{
-	unsigned char md[32], buf[65536];
-	unsigned int mdlen = sizeof(md);
-	EVP_MD_CTX *ctx;
-	ssize_t n;
-	int fd, rc = -1;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		cause_set(cause, "open %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		fatalx("EVP_MD_CTX_new");
-	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-		fatalx("sha256 init");
-	while ((n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			cause_set(cause, "read %s: %s", path, strerror(errno));
-			goto out;
-		}
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
-	}
-	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	hex_encode(md, 32, out);
-	rc = 0;
-out:
-	EVP_MD_CTX_free(ctx);
-	close(fd);
-	return rc;
-}
-
 char *
 xstrndup(const char *s, size_t n)
 {
+	const char *nul = memchr(s, '\0', n);
 	char *p;
 
-	if ((p = strndup(s, n)) == NULL)
+	/*
+	 * Not strndup: callers pass slices of bodies that need not end in a
+	 * NUL, and ASan's strict_string_checks (make check) flags strndup
+	 * reading such a buffer as a string. memchr reads only the n bytes.
+	 */
+	if (nul != NULL)
+		n = (size_t)(nul - s);
+	if ((p = malloc(n + 1)) == NULL)
 		fatal("xstrndup");
+	memcpy(p, s, n);
+	p[n] = '\0';
 	return p;
+}
+
+int
+timingsafe_eq(const void *a, const void *b, size_t n)
+{
+	const volatile unsigned char *x = a, *y = b;
+	unsigned char d = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
 }
 
 void
@@ -361,16 +338,48 @@ random_id(char *out, size_t len)
 }
 
 uint64_t
-monotonic_ms(void)
+monotonic_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629), or 0. */
-static size_t
+uint64_t
+monotonic_ms(void)
+{
+	return monotonic_ns() / 1000000;
+}
+
+double
+monotonic_secs(void)
+{
+	return (double)monotonic_ns() / 1e9;
+}
+
+double
+monotonic_msf(void)
+{
+	return (double)monotonic_ns() / 1e6;
+}
+
+double
+monotonic_ms_since(double t0)
+{
+	return monotonic_msf() - t0;
+}
+
+int
+ct_streq(const char *given, const char *secret)
+{
+	size_t n = strlen(secret);
+
+	/* Only whether the lengths match shows in the time, not where the bytes differ. */
+	return strlen(given) == n && timingsafe_eq(given, secret, n);
+}
+
+size_t
 utf8_seq(const unsigned char *s, size_t len)
 {
 	size_t n, i;
@@ -415,7 +424,7 @@ utf8_valid(const char *str, size_t len)
 }
 
 char *
-utf8_escape(const char *str, size_t len, size_t max)
+utf8_escape_ext(const char *str, size_t len, size_t max, int flags, size_t *outlen)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0, o = 0, n, cap = len * 4 + 1;
@@ -429,7 +438,14 @@ utf8_escape(const char *str, size_t len, size_t max)
 		const char *piece;
 		size_t plen;
 
+		if ((flags & UTF8_ESC_CRLF) && s[i] == '\r' && i + 1 < len && s[i + 1] == '\n') {
+			i++;		/* the serial line's CR LF is a newline */
+			continue;
+		}
 		n = utf8_seq(s + i, len - i);
+		/* C1 controls (U+0080..U+009F) act on terminals too (U+009B is CSI). */
+		if ((flags & UTF8_ESC_C1) && n == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0)
+			n = 0;
 		if (n == 1 && (s[i] == '\\')) {
 			piece = "\\\\";
 			plen = 2;
@@ -450,21 +466,30 @@ utf8_escape(const char *str, size_t len, size_t max)
 		i += n;
 	}
 	out[o] = '\0';
+	if (outlen != NULL)
+		*outlen = o;
 	return out;
 }
 
 char *
-utf8_sanitize(const char *s)
+utf8_escape(const char *str, size_t len, size_t max)
 {
-	size_t len = strlen(s), i = 0, n;
-	char *out = xstrdup(s);
+	return utf8_escape_ext(str, len, max, 0, NULL);
+}
 
-	while (i < len) {
-		if ((n = utf8_seq((const unsigned char *)s + i, len - i)) == 0) {
-			out[i++] = '?';
-			continue;
-		}
-		i += n;
+int
+csv_has(const char *list, const char *word)
+{
+	size_t n = strlen(word), m;
+	const char *p = list;
+
+	while (*p != '\0') {
+		m = strcspn(p, ",");
+		if (m == n && strncmp(p, word, n) == 0)
+			return 1;
+		p += m;
+		if (*p == ',')
+			p++;
 	}
-	return out;
+	return 0;
 }

@@ -1,7 +1,12 @@
-/* Allocation, cause strings and small filesystem helpers shared by host code. */
+/*
+ * Allocation, cause strings and small filesystem helpers: the core library,
+ * linked by host binaries and the static guest agent alike, so nothing here
+ * may need more than libc (digests are in digest.h, on OpenSSL).
+ */
 #ifndef AIRLOCK_UTIL_H
 #define AIRLOCK_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -13,6 +18,13 @@ void *xreallocarray(void *ptr, size_t nmemb, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 int xasprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int xvasprintf(char **ret, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/*
+ * The same policy for a library constructor that fails only when memory is
+ * out (event_new, event_base_new, evbuffer_new, json_object): p, or fatal
+ * naming what.
+ */
+void *xnonnull(void *p, const char *what);
 
 /*
  * Cause strings (tmux style): a failing call stores a malloc'd message in
@@ -31,11 +43,13 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 int path_exists(const char *path);
 /* Remove a tree (no symlink following); a missing path is not an error. */
 int remove_tree(const char *path, char **cause);
-/* Hex SHA-256 of a buffer into out[65]. */
-void sha256_hex(const void *data, size_t len, char out[65]);
 /* len random lowercase alphanumerics (out holds len+1), uniform, from getrandom(). */
 void random_id(char *out, size_t len);
-int sha256_file_hex(const char *path, char out[65], char **cause);
+/* 1 when a and b hold the same n bytes; the time does not depend on where they differ. */
+int timingsafe_eq(const void *a, const void *b, size_t n);
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs,
+ * surrogates or code points past U+10FFFF), 1 for any ASCII byte, or 0. */
+size_t utf8_seq(const unsigned char *s, size_t len);
 /*
  * Bytes from an untrusted source (a guest's console, an agent's error text)
  * as valid UTF-8 fit for JSON and logs: well-formed UTF-8 is kept; every
@@ -44,11 +58,31 @@ int sha256_file_hex(const char *path, char out[65], char **cause);
  * max output bytes (0: no limit), never cutting an escape or a character.
  */
 char *utf8_escape(const char *s, size_t len, size_t max);
+/* For a terminal (the console): C1 controls are escaped too, ... */
+#define UTF8_ESC_C1	0x1
+/* ... and CR LF is folded to LF (a serial line's newline). */
+#define UTF8_ESC_CRLF	0x2
+/* utf8_escape with UTF8_ESC_* flags; *outlen (if not NULL) = strlen of the result. */
+char *utf8_escape_ext(const char *s, size_t len, size_t max, int flags, size_t *outlen);
 /* 1 when s[0..len) is well-formed UTF-8 (what jansson accepts), else 0. */
 int utf8_valid(const char *s, size_t len);
-/* A copy of s with every byte that is not part of valid UTF-8 replaced by '?'. */
-char *utf8_sanitize(const char *s);
-/* Milliseconds on CLOCK_MONOTONIC: deadlines, token buckets, expiries. */
+/* 1 when word is one of the comma-separated items of list ("running,paused"). */
+int csv_has(const char *list, const char *word);
+/* CLOCK_MONOTONIC, the one clock for deadlines, token buckets, expiries, durations. */
+uint64_t monotonic_ns(void);
 uint64_t monotonic_ms(void);
+double monotonic_secs(void);	/* for durations people read ("ready in 1.2s") */
+/*
+ * Phase timings (boot, restore, snapshot, claim) are a few ms, so they are
+ * kept in fractions of a ms: t0 = monotonic_msf(), later monotonic_ms_since(t0).
+ */
+double monotonic_msf(void);
+double monotonic_ms_since(double t0);
+/*
+ * 1 when the NUL-terminated strings are equal. For secrets (tokens, keys,
+ * signatures): timingsafe_eq over the bytes, so the time never depends on
+ * where given first differs (only on whether its length is the secret's).
+ */
+int ct_streq(const char *given, const char *secret);
 
 #endif

@@ -43,6 +43,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "unhealthy_grace_s", "AIRLOCK_UNHEALTHY_GRACE_S", CFG_INT, OFF(unhealthy_grace_s), 1,
 	  86400 },
 	{ "on_unhealthy", "AIRLOCK_ON_UNHEALTHY", CFG_ON_UNHEALTHY, OFF(on_unhealthy), 0, 0 },
+	{ "restart_max", "AIRLOCK_RESTART_MAX", CFG_INT, OFF(restart_max), 1, 1000 },
+	{ "restart_window_s", "AIRLOCK_RESTART_WINDOW_S", CFG_INT, OFF(restart_window_s), 1, 86400 },
 	{ "gateway_bin", "AIRLOCK_GATEWAY_BIN", CFG_STR, OFF(gateway_bin), 0, 0 },
 	{ "gateway_resolver", "AIRLOCK_GATEWAY_RESOLVER", CFG_STR, OFF(gateway_resolver), 0, 0 },
 	{ "gateway_upstream_ca", "AIRLOCK_GATEWAY_UPSTREAM_CA", CFG_STR, OFF(gateway_upstream_ca),
@@ -57,12 +59,119 @@ static const struct cfg_entry cfg_table[] = {
 	{ "tls", "AIRLOCK_TLS", CFG_STR, OFF(tls), 0, 0 },
 	{ "tls_cert", "AIRLOCK_TLS_CERT", CFG_STR, OFF(tls_cert), 0, 0 },
 	{ "tls_key", "AIRLOCK_TLS_KEY", CFG_STR, OFF(tls_key), 0, 0 },
+	{ "e2b_domain", "AIRLOCK_E2B_DOMAIN", CFG_STR, OFF(e2b_domain), 0, 0 },
+	{ "role", "AIRLOCK_ROLE", CFG_STR, OFF(role), 0, 0 },
+	{ "api_uid", "AIRLOCK_API_UID", CFG_INT, OFF(api_uid), 1, 0x7fffffff },
+	{ "worker_name", "AIRLOCK_WORKER_NAME", CFG_STR, OFF(worker_name), 0, 0 },
+	{ "worker_listen", "AIRLOCK_WORKER_LISTEN", CFG_STR, OFF(worker_listen), 0, 0 },
+	{ "advertise", "AIRLOCK_ADVERTISE", CFG_STR, OFF(advertise), 0, 0 },
+	{ "worker_labels", "AIRLOCK_WORKER_LABELS", CFG_STR, OFF(worker_labels), 0, 0 },
+	{ "health_listen", "AIRLOCK_HEALTH_LISTEN", CFG_STR, OFF(health_listen), 0, 0 },
+	{ "cluster_ca", "AIRLOCK_CLUSTER_CA", CFG_STR, OFF(cluster_ca), 0, 0 },
+	{ "cluster_cert", "AIRLOCK_CLUSTER_CERT", CFG_STR, OFF(cluster_cert), 0, 0 },
+	{ "cluster_key", "AIRLOCK_CLUSTER_KEY", CFG_STR, OFF(cluster_key), 0, 0 },
+	{ "secrets_key", "AIRLOCK_SECRETS_KEY", CFG_STR, OFF(secrets_key), 0, 0 },
+	{ "shutdown_deadline_s", "AIRLOCK_SHUTDOWN_DEADLINE_S", CFG_INT, OFF(shutdown_deadline_s),
+	  1, 86400 },
 	/* Retained serial console per sandbox, bytes (docs/vm-engine.md "Console"). */
 	{ "console_max", "AIRLOCK_CONSOLE_MAX", CFG_INT, OFF(console_max), 8192, 1L << 30 },
 	{ "disk_free_floor_mb", "AIRLOCK_DISK_FREE_FLOOR_MB", CFG_INT, OFF(disk_free_floor_mb),
 	  0, 1L << 30 },
 	{ "max_disk_mb", "AIRLOCK_MAX_DISK_MB", CFG_INT, OFF(max_disk_mb), 64, 1L << 24 },
+	{ "template_cache_mb", "AIRLOCK_TEMPLATE_CACHE_MB", CFG_INT, OFF(template_cache_mb), 0,
+	  1L << 24 },
+	{ "template_context_max_mb", "AIRLOCK_TEMPLATE_CONTEXT_MAX_MB", CFG_INT,
+	  OFF(template_context_max_mb), 1, 4096 },
+	/* PUT /v1/templates/:name/image: the largest image tarball accepted. */
+	{ "template_upload_max_mb", "AIRLOCK_TEMPLATE_UPLOAD_MAX_MB", CFG_INT,
+	  OFF(template_upload_max_mb), 1, 1L << 24 },
+	/* Warm pools: validated by config_pool_parse when set. */
+	{ "pool", "AIRLOCK_POOL", CFG_STR, OFF(pool), 0, 0 },
+	{ "pool_memory_mb", "AIRLOCK_POOL_MEMORY_MB", CFG_INT, OFF(pool_memory_mb), 0, 1L << 24 },
+	{ "pool_refills", "AIRLOCK_POOL_REFILLS", CFG_INT, OFF(pool_refills), 0, 64 },
+	{ "pool_spares", "AIRLOCK_POOL_SPARES", CFG_INT, OFF(pool_spares), 0,
+	  CONFIG_POOL_SPARES_MAX },
+	/* At most the channel's streams per link (CHAN_MAX_STREAMS). */
+	{ "api_rate_per_key", "AIRLOCK_API_RATE_PER_KEY", CFG_INT, OFF(api_rate_per_key), 0, 1000000 },
+	{ "api_burst_per_key", "AIRLOCK_API_BURST_PER_KEY", CFG_INT, OFF(api_burst_per_key), 1,
+	  1000000 },
+	{ "max_execs_per_sandbox", "AIRLOCK_MAX_EXECS_PER_SANDBOX", CFG_INT,
+	  OFF(max_execs_per_sandbox), 1, 1024 },
+	{ "max_streams_per_sandbox", "AIRLOCK_MAX_STREAMS_PER_SANDBOX", CFG_INT,
+	  OFF(max_streams_per_sandbox), 1, 1024 },
+	{ "cpu_weight", "AIRLOCK_CPU_WEIGHT", CFG_INT, OFF(cpu_weight), 1, 10000 },
+	{ "cpu_limit_pct", "AIRLOCK_CPU_LIMIT_PCT", CFG_INT, OFF(cpu_limit_pct), 1, 100 },
 };
+
+/* Template names as templates/ has them: [a-z0-9][a-z0-9._-]* (template.h). */
+static int
+pool_name_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n >= sizeof(((struct config_pool *)0)->template_name))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    (i > 0 && (s[i] == '-' || s[i] == '_' || s[i] == '.'))))
+			return 0;
+	return 1;
+}
+
+int
+config_pool_parse(const char *s, struct config_pool *out, size_t max, size_t *n,
+    char **cause)
+{
+	const char *p = s, *eq, *end;
+	char *e;
+	long v;
+	size_t i;
+
+	*n = 0;
+	if (*s == '\0' || strcmp(s, "none") == 0)
+		return 0;
+	if (strcmp(s, "auto") == 0) {
+		snprintf(out[0].template_name, sizeof(out[0].template_name), "base");
+		out[0].size = -1;
+		*n = 1;
+		return 0;
+	}
+	while (*p != '\0') {
+		end = p + strcspn(p, ",");
+		eq = memchr(p, '=', (size_t)(end - p));
+		if (eq == NULL || !pool_name_ok(p, (size_t)(eq - p))) {
+			cause_set(cause, "pool: \"%.*s\" is not TEMPLATE=SIZE", (int)(end - p), p);
+			return -1;
+		}
+		errno = 0;
+		v = strtol(eq + 1, &e, 10);
+		if (e != end || eq + 1 == end || errno != 0 || v < 0 || v > CONFIG_POOL_SIZE_MAX) {
+			cause_set(cause, "pool: %.*s: size must be 0..%d", (int)(eq - p), p,
+			    CONFIG_POOL_SIZE_MAX);
+			return -1;
+		}
+		for (i = 0; i < *n; i++)
+			if (strlen(out[i].template_name) == (size_t)(eq - p) &&
+			    strncmp(out[i].template_name, p, (size_t)(eq - p)) == 0) {
+				cause_set(cause, "pool: template %.*s given twice", (int)(eq - p), p);
+				return -1;
+			}
+		if (*n == max) {
+			cause_set(cause, "pool: more than %zu templates", max);
+			return -1;
+		}
+		snprintf(out[*n].template_name, sizeof(out[*n].template_name), "%.*s",
+		    (int)(eq - p), p);
+		out[*n].size = (int)v;
+		(*n)++;
+		p = *end == ',' ? end + 1 : end;
+		if (*p == '\0' && *end == ',') {
+			cause_set(cause, "pool: trailing comma");
+			return -1;
+		}
+	}
+	return 0;
+}
 
 void
 config_defaults(struct config *c)
@@ -84,11 +193,68 @@ config_defaults(struct config *c)
 	c->health_timeout_s = 5;
 	c->unhealthy_grace_s = 60;
 	c->on_unhealthy = CONFIG_UNHEALTHY_FAIL;
+	c->restart_max = 3;
+	c->restart_window_s = 600;
 	c->gateway_rate_rps = 100;
 	c->gateway_rate_bps = 50 * 1024 * 1024;
 	c->tls = xstrdup("off");
+	c->e2b_domain = xstrdup("airlock.localhost");
+	c->role = xstrdup("direct");
+	c->shutdown_deadline_s = 60;
+	c->api_uid = 399998;	/* beside the gateway's 399999, below the jail uids */
 	c->disk_free_floor_mb = 2048;
 	c->max_disk_mb = 65536;
+	c->template_cache_mb = 20480;
+	c->template_context_max_mb = 256;
+	c->template_upload_max_mb = 4096;
+	c->max_execs_per_sandbox = 64;
+	c->api_rate_per_key = 200;
+	c->api_burst_per_key = 1000;
+	c->max_streams_per_sandbox = 64;
+	c->cpu_weight = 100;
+	c->cpu_limit_pct = 100;
+	c->pool_spares = 1;
+}
+
+/* "k=v,k=v": label keys like Kubernetes' (a-z0-9 . _ / -), values printable and short. */
+json_t *
+config_labels(const char *s, char **cause)
+{
+	json_t *o = json_object();
+	char *copy, *tok, *save = NULL;
+
+	if (s == NULL || *s == '\0')
+		return o;
+	copy = xstrdup(s);
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		size_t i;
+		if (eq == NULL || eq == tok || eq - tok > 63 || strlen(eq + 1) > 63 ||
+		    json_object_size(o) >= CONFIG_LABELS_MAX) {
+			cause_set(cause, "worker_labels: \"%s\": want KEY=VALUE (at most %d, 63 "
+			    "characters each)", tok, CONFIG_LABELS_MAX);
+			goto bad;
+		}
+		*eq = '\0';
+		for (i = 0; tok[i] != '\0'; i++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789._/-", tok[i])) {
+				cause_set(cause, "worker_labels: key \"%s\": a-z 0-9 . _ / - only", tok);
+				goto bad;
+			}
+		for (i = 0; eq[1 + i] != '\0'; i++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+			    eq[1 + i])) {
+				cause_set(cause, "worker_labels: value of %s: A-Z a-z 0-9 . _ - only", tok);
+				goto bad;
+			}
+		json_object_set_new(o, tok, json_string(eq + 1));
+	}
+	free(copy);
+	return o;
+bad:
+	free(copy);
+	json_decref(o);
+	return NULL;
 }
 
 int
@@ -111,6 +277,23 @@ config_set(struct config *c, const char *key, const char *value, char **cause)
 		char **dst = (char **)((char *)c + e->off);
 		if (*value == '\0') {
 			cause_set(cause, "%s: empty value", key);
+			return -1;
+		}
+		if (e->off == OFF(pool)) {
+			struct config_pool tmp[CONFIG_POOL_MAX];
+			size_t n;
+			if (config_pool_parse(value, tmp, CONFIG_POOL_MAX, &n, cause) == -1)
+				return -1;
+		}
+		if (e->off == OFF(worker_labels)) {
+			json_t *l = config_labels(value, cause);
+			if (l == NULL)
+				return -1;
+			json_decref(l);
+		}
+		if (e->off == OFF(role) && strcmp(value, "direct") != 0 &&
+		    strcmp(value, "api") != 0 && strcmp(value, "worker") != 0) {
+			cause_set(cause, "%s: \"%s\" must be direct, api or worker", key, value);
 			return -1;
 		}
 		free(*dst);
@@ -241,6 +424,18 @@ config_free(struct config *c)
 {
 	free(c->listen_host);
 	free(c->tls);
+	free(c->e2b_domain);
+	free(c->role);
+	free(c->worker_name);
+	free(c->worker_listen);
+	free(c->advertise);
+	free(c->worker_labels);
+	free(c->health_listen);
+	free(c->cluster_ca);
+	free(c->cluster_cert);
+	free(c->cluster_key);
+	free(c->secrets_key);
+	free(c->pool);
 	free(c->tls_cert);
 	free(c->tls_key);
 	free(c->data_dir);

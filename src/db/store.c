@@ -15,24 +15,6 @@ store_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Does the comma-separated list contain state? */
-static int
-state_in(const char *list, const char *state)
-{
-	size_t n = strlen(state);
-	const char *p = list;
-
-	while (*p != '\0') {
-		size_t m = strcspn(p, ",");
-		if (m == n && strncmp(p, state, n) == 0)
-			return 1;
-		p += m;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
-}
-
 static int
 metadata_match(json_t *want, json_t *have)
 {
@@ -52,7 +34,9 @@ metadata_match(json_t *want, json_t *have)
 int
 store_filter_match(const struct store_filter *f, const struct store_sandbox *sb)
 {
-	if (f->states != NULL && !state_in(f->states, sb->state))
+	if (f->states != NULL && !csv_has(f->states, sb->state))
+		return 0;
+	if (f->worker != NULL && strcmp(f->worker, sb->worker) != 0)
 		return 0;
 	return metadata_match(f->metadata, sb->metadata);
 }
@@ -119,6 +103,13 @@ store_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, c
 }
 
 int
+store_sandbox_by_token(struct store *st, const char *token, struct store_sandbox *out,
+    char **cause)
+{
+	return st->ops->sandbox_by_token(st, token, out, cause);
+}
+
+int
 store_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 {
 	return st->ops->sandbox_update(st, sb, cause);
@@ -145,7 +136,9 @@ store_sandbox_clear(struct store_sandbox *sb)
 	json_decref(sb->network);
 	free(sb->error);
 	free(sb->access_token);
+	free(sb->traffic_token);
 	free(sb->snapshot);
+	free(sb->origin);
 	memset(sb, 0, sizeof(*sb));
 }
 
@@ -242,4 +235,183 @@ store_secret_clear(struct store_secret *sec)
 	free(sec->header);
 	free(sec->format);
 	memset(sec, 0, sizeof(*sec));
+}
+
+int
+store_snap_insert(struct store *st, const struct store_snap *sn, char **cause)
+{
+	return st->ops->snap_insert(st, sn, cause);
+}
+
+int
+store_snap_get(struct store *st, const char *project, const char *name_or_id,
+    struct store_snap *out, char **cause)
+{
+	return st->ops->snap_get(st, project, name_or_id, out, cause);
+}
+
+int
+store_snap_list(struct store *st, const char *project, struct store_snap **out, size_t *n,
+    char **cause)
+{
+	return st->ops->snap_list(st, project, out, n, cause);
+}
+
+int
+store_snap_delete(struct store *st, const char *id, char **cause)
+{
+	return st->ops->snap_delete(st, id, cause);
+}
+
+void
+store_snap_clear(struct store_snap *sn)
+{
+	json_decref(sn->env);
+	json_decref(sn->network);
+	memset(sn, 0, sizeof(*sn));
+}
+
+int
+store_template_put(struct store *st, const struct store_template *t, char **cause)
+{
+	return st->ops->template_put(st, t, cause);
+}
+
+int
+store_template_touch(struct store *st, const char *name, int64_t now, char **cause)
+{
+	return st->ops->template_touch(st, name, now, cause);
+}
+
+int
+store_template_list(struct store *st, struct store_template **out, size_t *n, char **cause)
+{
+	return st->ops->template_list(st, out, n, cause);
+}
+
+int
+store_template_delete(struct store *st, const char *name, char **cause)
+{
+	return st->ops->template_delete(st, name, cause);
+}
+
+int
+store_volume_insert(struct store *st, const struct store_volume *v, char **cause)
+{
+	return st->ops->volume_insert(st, v, cause);
+}
+
+int
+store_volume_get(struct store *st, const char *project, const char *name,
+    struct store_volume *out, char **cause)
+{
+	return st->ops->volume_get(st, project, name, out, cause);
+}
+
+int
+store_volume_list(struct store *st, const char *project, struct store_volume **out,
+    size_t *n, char **cause)
+{
+	return st->ops->volume_list(st, project, out, n, cause);
+}
+
+int
+store_volume_delete(struct store *st, const char *project, const char *name, char **cause)
+{
+	return st->ops->volume_delete(st, project, name, cause);
+}
+
+int
+store_volume_attach(struct store *st, const char *project, const struct store_attachment *a,
+    char **cause)
+{
+	return st->ops->volume_attach(st, project, a, cause);
+}
+
+int
+store_volume_detach(struct store *st, const char *sandbox, char **cause)
+{
+	return st->ops->volume_detach(st, sandbox, cause);
+}
+
+int
+store_volume_attachments(struct store *st, const char *sandbox, struct store_attachment **out,
+    size_t *n, char **cause)
+{
+	return st->ops->volume_attachments(st, sandbox, out, n, cause);
+}
+
+int
+store_worker_register(struct store *st, struct store_worker *w, char **cause)
+{
+	return st->ops->worker_register(st, w, cause);
+}
+
+int
+store_worker_heartbeat(struct store *st, const struct store_worker *w, char **cause)
+{
+	return st->ops->worker_heartbeat(st, w, cause);
+}
+
+int
+store_worker_get(struct store *st, const char *name, struct store_worker *out, char **cause)
+{
+	return st->ops->worker_get(st, name, out, cause);
+}
+
+int
+store_worker_list(struct store *st, struct store_worker **out, size_t *n, char **cause)
+{
+	return st->ops->worker_list(st, out, n, cause);
+}
+
+int
+store_worker_delete(struct store *st, const char *name, char **cause)
+{
+	return st->ops->worker_delete(st, name, cause);
+}
+
+void
+store_worker_clear(struct store_worker *w)
+{
+	json_decref(w->labels);
+	json_decref(w->abi);
+	json_decref(w->templates);
+	w->labels = w->abi = w->templates = NULL;
+}
+
+int
+store_quota_put(struct store *st, const struct store_quota *q, char **cause)
+{
+	return st->ops->quota_put(st, q, cause);
+}
+
+int
+store_quota_get(struct store *st, const char *project, struct store_quota *out, char **cause)
+{
+	return st->ops->quota_get(st, project, out, cause);
+}
+
+int
+store_quota_delete(struct store *st, const char *project, char **cause)
+{
+	return st->ops->quota_delete(st, project, cause);
+}
+
+int
+store_usage(struct store *st, const char *project, struct store_usage *out, char **cause)
+{
+	return st->ops->usage(st, project, out, cause);
+}
+
+int
+store_project_lock(struct store *st, const char *project, char **cause)
+{
+	return st->ops->project_lock(st, project, cause);
+}
+
+void
+store_project_unlock(struct store *st, const char *project)
+{
+	st->ops->project_unlock(st, project);
 }

@@ -29,6 +29,37 @@ struct store_ops {
 	int (*secret_list)(struct store *, const char *, const char *, struct store_secret **,
 	    size_t *, char **);
 	int (*secret_delete)(struct store *, const char *, const char *, const char *, char **);
+	int (*snap_insert)(struct store *, const struct store_snap *, char **);
+	int (*snap_get)(struct store *, const char *, const char *, struct store_snap *, char **);
+	int (*snap_list)(struct store *, const char *, struct store_snap **, size_t *, char **);
+	int (*snap_delete)(struct store *, const char *, char **);
+	int (*template_put)(struct store *, const struct store_template *, char **);
+	int (*template_touch)(struct store *, const char *, int64_t, char **);
+	int (*template_list)(struct store *, struct store_template **, size_t *, char **);
+	int (*template_delete)(struct store *, const char *, char **);
+	int (*volume_insert)(struct store *, const struct store_volume *, char **);
+	int (*volume_get)(struct store *, const char *, const char *, struct store_volume *,
+	    char **);
+	int (*volume_list)(struct store *, const char *, struct store_volume **, size_t *,
+	    char **);
+	int (*volume_delete)(struct store *, const char *, const char *, char **);
+	int (*volume_attach)(struct store *, const char *, const struct store_attachment *,
+	    char **);
+	int (*volume_detach)(struct store *, const char *, char **);
+	int (*volume_attachments)(struct store *, const char *, struct store_attachment **,
+	    size_t *, char **);
+	int (*worker_register)(struct store *, struct store_worker *, char **);
+	int (*worker_heartbeat)(struct store *, const struct store_worker *, char **);
+	int (*worker_get)(struct store *, const char *, struct store_worker *, char **);
+	int (*worker_list)(struct store *, struct store_worker **, size_t *, char **);
+	int (*worker_delete)(struct store *, const char *, char **);
+	int (*quota_put)(struct store *, const struct store_quota *, char **);
+	int (*quota_get)(struct store *, const char *, struct store_quota *, char **);
+	int (*quota_delete)(struct store *, const char *, char **);
+	int (*usage)(struct store *, const char *, struct store_usage *, char **);
+	int (*project_lock)(struct store *, const char *, char **);
+	void (*project_unlock)(struct store *, const char *);
+	int (*sandbox_by_token)(struct store *, const char *, struct store_sandbox *, char **);
 };
 
 struct store {

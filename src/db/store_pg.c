@@ -18,7 +18,7 @@
 #include "common/util.h"
 #include "db/store_impl.h"
 
-#define PG_MAXPARAMS	20
+#define PG_MAXPARAMS	32
 #define PG_CONNECT_TIMEOUT "10"		/* seconds; the URL may override it */
 
 /*
@@ -355,7 +355,8 @@ pg_close(struct store *st)
 
 #define SB_COLS "id, project, template, state, vcpus, memory_mb, env, metadata, network," \
 	" timeout_s, idle_timeout_s, auto_pause, created_at, updated_at, expires_at," \
-	" last_active_at, error, access_token, snapshot, generation"
+	" last_active_at, error, access_token, snapshot, generation, origin, paused_at, auto_resume," \
+	" traffic_token, worker"
 
 static void
 sb_params(struct pg_params *pp, const struct store_sandbox *sb)
@@ -380,6 +381,11 @@ sb_params(struct pg_params *pp, const struct store_sandbox *sb)
 	pp_text(pp, sb->access_token);
 	pp_text(pp, sb->snapshot);
 	pp_int(pp, sb->generation);
+	pp_text(pp, sb->origin);
+	pp_int(pp, sb->paused_at);
+	pp_int(pp, sb->auto_resume);
+	pp_text(pp, sb->traffic_token);
+	pp_text(pp, sb->worker);
 }
 
 static void
@@ -408,6 +414,11 @@ sb_read(PGresult *r, int row, void *rec)
 	sb->access_token = col_dup(r, row, 17);
 	sb->snapshot = col_dup(r, row, 18);
 	sb->generation = col_int(r, row, 19);
+	sb->origin = col_dup(r, row, 20);
+	sb->paused_at = col_int(r, row, 21);
+	sb->auto_resume = (int)col_int(r, row, 22);
+	sb->traffic_token = col_dup(r, row, 23);
+	col_copy(r, row, 24, sb->worker, sizeof(sb->worker));
 }
 
 static int
@@ -417,7 +428,8 @@ pg_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause
 
 	sb_params(&pp, sb);
 	if (pg_cmd(st, "insert sandbox", "INSERT INTO sandboxes (" SB_COLS ") VALUES ($1, $2, $3,"
-	    " $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)", &pp,
+	    " $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,"
+	    " $25)", &pp,
 	    cause) == -1)
 		return -1;
 	return 0;
@@ -431,6 +443,17 @@ pg_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, char
 	pp_text(&pp, id);
 	return pg_get(st, "get sandbox", "SELECT " SB_COLS " FROM sandboxes WHERE id = $1", &pp,
 	    sb_read, out, cause);
+}
+
+static int
+pg_sandbox_by_token(struct store *st, const char *token, struct store_sandbox *out,
+    char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, token);
+	return pg_get(st, "get sandbox by token", "SELECT " SB_COLS " FROM sandboxes WHERE"
+	    " access_token = $1 LIMIT 1", &pp, sb_read, out, cause);
 }
 
 /*
@@ -450,7 +473,8 @@ pg_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 	    " state = $4, vcpus = $5, memory_mb = $6, env = $7, metadata = $8, network = $9,"
 	    " timeout_s = $10, idle_timeout_s = $11, auto_pause = $12, created_at = $13,"
 	    " updated_at = $14, expires_at = $15, last_active_at = $16, error = $17,"
-	    " access_token = $18, snapshot = $19, generation = $20::bigint + 1"
+	    " access_token = $18, snapshot = $19, generation = $20::bigint + 1, origin = $21,"
+	    " paused_at = $22, auto_resume = $23, traffic_token = $24, worker = $25"
 	    " WHERE id = $1 AND generation = $20::bigint", &pp, cause);
 	if (changed == -1)
 		return -1;
@@ -775,12 +799,603 @@ pg_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
 	    " WHERE scope = $1 AND scope_id = $2 AND name = $3", &pp, cause);
 }
 
+/* --- named snapshots --------------------------------------------------- */
+
+#define SNAP_COLS "id, project, name, source, template, vcpus, memory_mb, env, network," \
+	" created_at, worker"
+
+static void
+snap_read(PGresult *r, int row, void *rec)
+{
+	struct store_snap *sn = rec;
+
+	memset(sn, 0, sizeof(*sn));
+	col_copy(r, row, 0, sn->id, sizeof(sn->id));
+	col_copy(r, row, 1, sn->project, sizeof(sn->project));
+	col_copy(r, row, 2, sn->name, sizeof(sn->name));
+	col_copy(r, row, 3, sn->source, sizeof(sn->source));
+	col_copy(r, row, 4, sn->template_name, sizeof(sn->template_name));
+	sn->vcpus = (unsigned)col_int(r, row, 5);
+	sn->memory_mb = (unsigned)col_int(r, row, 6);
+	sn->env = col_json(r, row, 7);
+	sn->network = col_json(r, row, 8);
+	sn->created_at = col_int(r, row, 9);
+	col_copy(r, row, 10, sn->worker, sizeof(sn->worker));
+}
+
+static int
+pg_snap_insert(struct store *st, const struct store_snap *sn, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, sn->id);
+	pp_text(&pp, sn->project);
+	pp_text(&pp, sn->name);
+	pp_text(&pp, sn->source);
+	pp_text(&pp, sn->template_name);
+	pp_int(&pp, sn->vcpus);
+	pp_int(&pp, sn->memory_mb);
+	pp_json(&pp, sn->env, "{}");
+	pp_json(&pp, sn->network, "{}");
+	pp_int(&pp, sn->created_at);
+	pp_text(&pp, sn->worker);
+	if (pg_cmd(st, "insert snapshot", "INSERT INTO snapshots (" SNAP_COLS ") VALUES ($1, $2,"
+	    " $3, $4, $5, $6, $7, $8, $9, $10, $11)", &pp, cause) == -1)
+		return -1;
+	return 0;
+}
+
+static int
+pg_snap_get(struct store *st, const char *project, const char *name_or_id,
+    struct store_snap *out, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, project);
+	pp_text(&pp, name_or_id);
+	return pg_get(st, "get snapshot", "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE ($1::text IS NULL OR project = $1) AND (name = $2 OR id = $2)"
+	    " ORDER BY (name = $2) DESC LIMIT 1", &pp, snap_read, out, cause);
+}
+
+static int
+pg_snap_list(struct store *st, const char *project, struct store_snap **out, size_t *n,
+    char **cause)
+{
+	struct pg_params pp = { 0 };
+	void *arr;
+
+	pp_text(&pp, project);
+	if (pg_list(st, "list snapshots", "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE ($1::text IS NULL OR project = $1) ORDER BY created_at, id COLLATE \"C\"",
+	    &pp, snap_read, sizeof(**out), &arr, n, cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+pg_snap_delete(struct store *st, const char *id, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, id);
+	return pg_delete(st, "delete snapshot", "DELETE FROM snapshots WHERE id = $1", &pp, cause);
+}
+
+/* --- templates ----------------------------------------------------------- */
+
+#define TEMPLATE_COLS "name, image_bytes, allocated_bytes, built_at, last_used_at"
+
+static void
+template_read(PGresult *r, int row, void *rec)
+{
+	struct store_template *t = rec;
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", PQgetvalue(r, row, 0));
+	t->image_bytes = strtoll(PQgetvalue(r, row, 1), NULL, 10);
+	t->allocated_bytes = strtoll(PQgetvalue(r, row, 2), NULL, 10);
+	t->built_at = strtoll(PQgetvalue(r, row, 3), NULL, 10);
+	t->last_used_at = PQgetisnull(r, row, 4) ? 0 : strtoll(PQgetvalue(r, row, 4), NULL, 10);
+}
+
+static int
+pg_template_put(struct store *st, const struct store_template *t, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, t->name);
+	pp_int(&pp, t->image_bytes);
+	pp_int(&pp, t->allocated_bytes);
+	pp_int(&pp, t->built_at);
+	/* A rebuild keeps the last use: the name is what sandboxes ask for. */
+	return pg_cmd(st, "put template", "INSERT INTO templates (" TEMPLATE_COLS ") VALUES ($1,"
+	    " $2, $3, $4, NULL) ON CONFLICT (name) DO UPDATE SET image_bytes = excluded.image_bytes,"
+	    " allocated_bytes = excluded.allocated_bytes, built_at = excluded.built_at", &pp,
+	    cause) == -1 ? -1 : 0;
+}
+
+static int
+pg_template_touch(struct store *st, const char *name, int64_t now, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, name);
+	pp_int(&pp, now);
+	return pg_delete(st, "touch template", "UPDATE templates SET last_used_at = $2"
+	    " WHERE name = $1", &pp, cause);
+}
+
+static int
+pg_template_list(struct store *st, struct store_template **out, size_t *n, char **cause)
+{
+	struct pg_params pp = { 0 };
+	void *arr;
+
+	if (pg_list(st, "list templates", "SELECT " TEMPLATE_COLS " FROM templates"
+	    " ORDER BY name COLLATE \"C\"", &pp, template_read, sizeof(**out), &arr, n,
+	    cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+pg_template_delete(struct store *st, const char *name, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, name);
+	return pg_delete(st, "delete template", "DELETE FROM templates WHERE name = $1", &pp,
+	    cause);
+}
+
+/* --- volumes ------------------------------------------------------------ */
+
+#define VOL_COLS "v.project, v.name, v.size_mb, v.created_at, v.last_used_at," \
+	" (SELECT COUNT(*) FROM volume_attachments a WHERE a.project = v.project" \
+	" AND a.volume = v.name), v.worker"
+
+static void
+vol_read(PGresult *r, int row, void *rec)
+{
+	struct store_volume *v = rec;
+
+	col_copy(r, row, 0, v->project, sizeof(v->project));
+	col_copy(r, row, 1, v->name, sizeof(v->name));
+	v->size_mb = col_int(r, row, 2);
+	v->created_at = col_int(r, row, 3);
+	v->last_used_at = col_int(r, row, 4);
+	v->attached = (int)col_int(r, row, 5);
+	col_copy(r, row, 6, v->worker, sizeof(v->worker));
+}
+
+static void
+att_read(PGresult *r, int row, void *rec)
+{
+	struct store_attachment *a = rec;
+
+	col_copy(r, row, 0, a->volume, sizeof(a->volume));
+	col_copy(r, row, 1, a->sandbox, sizeof(a->sandbox));
+	col_copy(r, row, 2, a->path, sizeof(a->path));
+	a->read_only = (int)col_int(r, row, 3);
+}
+
+static int
+pg_volume_insert(struct store *st, const struct store_volume *v, char **cause)
+{
+	struct pg_params pp = { 0 };
+	long n;
+
+	pp_text(&pp, v->project);
+	pp_text(&pp, v->name);
+	pp_int(&pp, v->size_mb);
+	pp_int(&pp, store_now_ms());
+	pp_text(&pp, v->worker);
+	n = pg_cmd(st, "insert volume", "INSERT INTO volumes (project, name, size_mb, created_at,"
+	    " last_used_at, worker) VALUES ($1, $2, $3, $4, 0, $5) ON CONFLICT DO NOTHING", &pp,
+	    cause);
+	return n == -1 ? -1 : n > 0;
+}
+
+static int
+pg_volume_get(struct store *st, const char *project, const char *name,
+    struct store_volume *out, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	memset(out, 0, sizeof(*out));
+	pp_text(&pp, project);
+	pp_text(&pp, name);
+	return pg_get(st, "get volume", "SELECT " VOL_COLS " FROM volumes v WHERE v.project = $1"
+	    " AND v.name = $2", &pp, vol_read, out, cause);
+}
+
+static int
+pg_volume_list(struct store *st, const char *project, struct store_volume **out, size_t *n,
+    char **cause)
+{
+	struct pg_params pp = { 0 };
+	void *arr;
+
+	pp_text(&pp, project);
+	if (pg_list(st, "list volumes", "SELECT " VOL_COLS " FROM volumes v WHERE ($1::text IS"
+	    " NULL OR v.project = $1) ORDER BY v.project COLLATE \"C\", v.name COLLATE \"C\"",
+	    &pp, vol_read, sizeof(**out), &arr, n, cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+/*
+ * Attach and delete serialize on the volume's row (SELECT ... FOR UPDATE in
+ * one transaction): under READ COMMITTED two replicas' checks could
+ * otherwise both pass before either inserted.
+ */
+static int
+pg_volume_lock(struct store *st, const char *project, const char *name, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	if (pg_exec(st, "volume", "BEGIN", cause) == -1)
+		return -1;
+	pp_text(&pp, project);
+	pp_text(&pp, name);
+	return (int)pg_scalar(st, "lock volume", "SELECT COUNT(*) FROM (SELECT 1 FROM volumes"
+	    " WHERE project = $1 AND name = $2 FOR UPDATE) l", &pp, cause);
+}
+
+static int
+pg_volume_end(struct store *st, int rc, char **cause)
+{
+	if (rc == 1 || rc == 2) {
+		if (pg_exec(st, "volume", "COMMIT", cause) == -1)
+			return -1;
+		return rc;
+	}
+	pg_exec(st, "volume", "ROLLBACK", NULL);
+	return rc;
+}
+
+static int
+pg_volume_delete(struct store *st, const char *project, const char *name, char **cause)
+{
+	struct pg_params pp = { 0 };
+	int rc = pg_volume_lock(st, project, name, cause);
+	int64_t n;
+
+	if (rc <= 0)
+		return pg_volume_end(st, rc, cause) == -1 ? -1 : rc;
+	pp_text(&pp, project);
+	pp_text(&pp, name);
+	n = pg_scalar(st, "volume attachments", "SELECT COUNT(*) FROM volume_attachments"
+	    " WHERE project = $1 AND volume = $2", &pp, cause);
+	if (n != 0) {
+		pg_volume_end(st, 0, NULL);
+		return n == -1 ? -1 : 2;
+	}
+	memset(&pp, 0, sizeof(pp));
+	pp_text(&pp, project);
+	pp_text(&pp, name);
+	rc = pg_delete(st, "delete volume", "DELETE FROM volumes WHERE project = $1 AND"
+	    " name = $2", &pp, cause);
+	return pg_volume_end(st, rc == 1 ? 1 : -1, cause);
+}
+
+static int
+pg_volume_attach(struct store *st, const char *project, const struct store_attachment *a,
+    char **cause)
+{
+	struct pg_params pp = { 0 };
+	char holder[STORE_ID_MAX];
+	PGresult *r;
+	int rc = pg_volume_lock(st, project, a->volume, cause);
+
+	if (rc == 0) {
+		cause_set(cause, "volume \"%s\" not found", a->volume);
+		pg_volume_end(st, 0, NULL);
+		return 2;
+	}
+	if (rc == -1)
+		return pg_volume_end(st, -1, NULL);
+	pp_text(&pp, project);
+	pp_text(&pp, a->volume);
+	pp_int(&pp, a->read_only);
+	if ((r = pg_run(st, "volume holder", "SELECT sandbox FROM volume_attachments WHERE"
+	    " project = $1 AND volume = $2 AND (read_only = 0 OR $3::integer = 0) ORDER BY"
+	    " read_only LIMIT 1", &pp, PGRES_TUPLES_OK, cause)) == NULL)
+		return pg_volume_end(st, -1, NULL);
+	if (PQntuples(r) > 0) {
+		col_copy(r, 0, 0, holder, sizeof(holder));
+		PQclear(r);
+		cause_set(cause, "volume \"%s\" is attached %s by sandbox %s", a->volume,
+		    a->read_only ? "read-write" : "already", holder);
+		pg_volume_end(st, 0, NULL);
+		return 0;
+	}
+	PQclear(r);
+	memset(&pp, 0, sizeof(pp));
+	pp_text(&pp, project);
+	pp_text(&pp, a->volume);
+	pp_text(&pp, a->sandbox);
+	pp_text(&pp, a->path);
+	pp_int(&pp, a->read_only);
+	if (pg_cmd(st, "attach volume", "INSERT INTO volume_attachments (project, volume,"
+	    " sandbox, path, read_only) VALUES ($1, $2, $3, $4, $5)", &pp, cause) == -1)
+		return pg_volume_end(st, -1, NULL);
+	memset(&pp, 0, sizeof(pp));
+	pp_int(&pp, store_now_ms());
+	pp_text(&pp, project);
+	pp_text(&pp, a->volume);
+	if (pg_cmd(st, "touch volume", "UPDATE volumes SET last_used_at = $1 WHERE project = $2"
+	    " AND name = $3", &pp, cause) == -1)
+		return pg_volume_end(st, -1, NULL);
+	return pg_volume_end(st, 1, cause);
+}
+
+static int
+pg_volume_detach(struct store *st, const char *sandbox, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, sandbox);
+	return pg_cmd(st, "detach volumes", "DELETE FROM volume_attachments WHERE sandbox = $1",
+	    &pp, cause) == -1 ? -1 : 0;
+}
+
+static int
+pg_volume_attachments(struct store *st, const char *sandbox, struct store_attachment **out,
+    size_t *n, char **cause)
+{
+	struct pg_params pp = { 0 };
+	void *arr;
+
+	pp_text(&pp, sandbox);
+	if (pg_list(st, "list attachments", "SELECT volume, sandbox, path, read_only FROM"
+	    " volume_attachments WHERE sandbox = $1 ORDER BY volume COLLATE \"C\"", &pp,
+	    att_read, sizeof(**out), &arr, n, cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+#define WORKER_COLS "name, addr, labels, abi, templates, vcpus, memory_mb, used_vcpus," \
+	" used_memory_mb, sandboxes, pool_ready, state, epoch, started_at, heartbeat_at"
+
+static void
+worker_params(struct pg_params *pp, const struct store_worker *w)
+{
+	pp_text(pp, w->name);
+	pp_text(pp, w->addr);
+	pp_json(pp, w->labels, "{}");
+	pp_json(pp, w->abi, "{}");
+	pp_json(pp, w->templates, "[]");
+	pp_int(pp, w->vcpus);
+	pp_int(pp, (int64_t)w->memory_mb);
+	pp_int(pp, w->used_vcpus);
+	pp_int(pp, (int64_t)w->used_memory_mb);
+	pp_int(pp, w->sandboxes);
+	pp_int(pp, w->pool_ready);
+	pp_text(pp, w->state[0] != '\0' ? w->state : "up");
+	pp_int(pp, w->epoch);
+	pp_int(pp, w->started_at);
+	pp_int(pp, w->heartbeat_at);
+}
+
+static void
+worker_read(PGresult *r, int row, void *rec)
+{
+	struct store_worker *w = rec;
+
+	memset(w, 0, sizeof(*w));
+	col_copy(r, row, 0, w->name, sizeof(w->name));
+	col_copy(r, row, 1, w->addr, sizeof(w->addr));
+	w->labels = col_json(r, row, 2);
+	w->abi = col_json(r, row, 3);
+	w->templates = json_loads(PQgetvalue(r, row, 4), 0, NULL);
+	if (!json_is_array(w->templates)) {
+		json_decref(w->templates);
+		w->templates = json_array();
+	}
+	w->vcpus = (unsigned)col_int(r, row, 5);
+	w->memory_mb = (uint64_t)col_int(r, row, 6);
+	w->used_vcpus = (unsigned)col_int(r, row, 7);
+	w->used_memory_mb = (uint64_t)col_int(r, row, 8);
+	w->sandboxes = (unsigned)col_int(r, row, 9);
+	w->pool_ready = (unsigned)col_int(r, row, 10);
+	col_copy(r, row, 11, w->state, sizeof(w->state));
+	w->epoch = col_int(r, row, 12);
+	w->started_at = col_int(r, row, 13);
+	w->heartbeat_at = col_int(r, row, 14);
+}
+
+/* One statement: a new row at epoch 1, or the old one replaced at its epoch + 1. */
+static int
+pg_worker_register(struct store *st, struct store_worker *w, char **cause)
+{
+	struct pg_params pp = { 0 };
+	int64_t epoch;
+
+	worker_params(&pp, w);
+	epoch = pg_scalar(st, "register worker", "INSERT INTO workers (" WORKER_COLS ") VALUES"
+	    " ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $14, $15)"
+	    " ON CONFLICT (name) DO UPDATE SET addr = $2, labels = $3, abi = $4, templates = $5,"
+	    " vcpus = $6, memory_mb = $7, used_vcpus = $8, used_memory_mb = $9, sandboxes = $10,"
+	    " pool_ready = $11, state = $12, epoch = workers.epoch + 1 + 0 * $13::bigint,"
+	    " started_at = $14, heartbeat_at = $15 RETURNING epoch", &pp, cause);
+	if (epoch == -1)
+		return -1;
+	w->epoch = epoch;
+	return 0;
+}
+
+static int
+pg_worker_heartbeat(struct store *st, const struct store_worker *w, char **cause)
+{
+	struct pg_params pp = { 0 };
+	long changed;
+
+	worker_params(&pp, w);
+	changed = pg_cmd(st, "worker heartbeat", "UPDATE workers SET addr = $2, labels = $3,"
+	    " abi = $4, templates = $5, vcpus = $6, memory_mb = $7, used_vcpus = $8,"
+	    " used_memory_mb = $9, sandboxes = $10, pool_ready = $11, state = $12,"
+	    " heartbeat_at = $15 WHERE name = $1 AND epoch = $13::bigint"
+	    " AND $14::bigint IS NOT NULL", &pp, cause);
+	if (changed == -1)
+		return -1;
+	return changed > 0 ? 1 : 0;
+}
+
+static int
+pg_worker_get(struct store *st, const char *name, struct store_worker *out, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, name);
+	return pg_get(st, "get worker", "SELECT " WORKER_COLS " FROM workers WHERE name = $1",
+	    &pp, worker_read, out, cause);
+}
+
+static int
+pg_worker_list(struct store *st, struct store_worker **out, size_t *n, char **cause)
+{
+	struct pg_params pp = { 0 };
+	void *arr;
+
+	if (pg_list(st, "list workers", "SELECT " WORKER_COLS " FROM workers ORDER BY name"
+	    " COLLATE \"C\"", &pp, worker_read, sizeof(**out), &arr, n, cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+pg_worker_delete(struct store *st, const char *name, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, name);
+	return pg_delete(st, "delete worker", "DELETE FROM workers WHERE name = $1", &pp, cause);
+}
+
+#define LIVE_STATES_SQL "('creating','running','paused','suspending','resuming')"
+#define PG_QUOTA_LOCK_CLASS	0x61697271	/* "airq": this lock class is airlock's quotas */
+
+static int
+pg_quota_put(struct store *st, const struct store_quota *q, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, q->project);
+	pp_int(&pp, q->max_sandboxes);
+	pp_int(&pp, q->max_vcpus);
+	pp_int(&pp, (int64_t)q->max_memory_mb);
+	pp_int(&pp, store_now_ms());
+	return pg_cmd(st, "put quota", "INSERT INTO quotas (project, max_sandboxes, max_vcpus,"
+	    " max_memory_mb, updated_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (project) DO"
+	    " UPDATE SET max_sandboxes = $2, max_vcpus = $3, max_memory_mb = $4, updated_at = $5",
+	    &pp, cause) == -1 ? -1 : 0;
+}
+
+static void
+quota_read(PGresult *r, int row, void *rec)
+{
+	struct store_quota *q = rec;
+
+	memset(q, 0, sizeof(*q));
+	col_copy(r, row, 0, q->project, sizeof(q->project));
+	q->max_sandboxes = (unsigned)col_int(r, row, 1);
+	q->max_vcpus = (unsigned)col_int(r, row, 2);
+	q->max_memory_mb = (uint64_t)col_int(r, row, 3);
+	q->updated_at = col_int(r, row, 4);
+}
+
+static int
+pg_quota_get(struct store *st, const char *project, struct store_quota *out, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, project);
+	return pg_get(st, "get quota", "SELECT project, max_sandboxes, max_vcpus, max_memory_mb,"
+	    " updated_at FROM quotas WHERE project = $1", &pp, quota_read, out, cause);
+}
+
+static int
+pg_quota_delete(struct store *st, const char *project, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_text(&pp, project);
+	return pg_delete(st, "delete quota", "DELETE FROM quotas WHERE project = $1", &pp, cause);
+}
+
+static void
+usage_read(PGresult *r, int row, void *rec)
+{
+	struct store_usage *u = rec;
+
+	u->sandboxes = (unsigned)col_int(r, row, 0);
+	u->vcpus = (unsigned)col_int(r, row, 1);
+	u->memory_mb = (uint64_t)col_int(r, row, 2);
+}
+
+static int
+pg_usage(struct store *st, const char *project, struct store_usage *out, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	memset(out, 0, sizeof(*out));
+	pp_text(&pp, project);
+	return pg_get(st, "project usage", "SELECT count(*), coalesce(sum(vcpus), 0),"
+	    " coalesce(sum(memory_mb), 0) FROM sandboxes WHERE project = $1 AND state IN "
+	    LIVE_STATES_SQL, &pp, usage_read, out, cause) == -1 ? -1 : 0;
+}
+
+/*
+ * A session advisory lock on (class, hash of the project): every worker's
+ * admission of that project waits for the one before to have written its
+ * row. Held for a quota check and one insert, a millisecond or two.
+ */
+static int
+pg_project_lock(struct store *st, const char *project, char **cause)
+{
+	struct pg_params pp = { 0 };
+
+	pp_int(&pp, PG_QUOTA_LOCK_CLASS);
+	pp_text(&pp, project);
+	return pg_scalar(st, "quota lock", "SELECT 1 FROM pg_advisory_lock($1::integer,"
+	    " hashtext($2))", &pp, cause) == -1 ? -1 : 0;
+}
+
+static void
+pg_project_unlock(struct store *st, const char *project)
+{
+	struct pg_params pp = { 0 };
+	char *cause = NULL;
+
+	pp_int(&pp, PG_QUOTA_LOCK_CLASS);
+	pp_text(&pp, project);
+	if (pg_scalar(st, "quota unlock", "SELECT 1 FROM (SELECT pg_advisory_unlock($1::integer,"
+	    " hashtext($2))) AS u", &pp, &cause) == -1) {
+		log_warnx("%s", cause);
+		free(cause);
+	}
+}
+
 static const struct store_ops pg_ops = {
 	"postgres", pg_close, pg_schema_version,
 	pg_sandbox_insert, pg_sandbox_get, pg_sandbox_update, pg_sandbox_delete, pg_sandbox_list,
 	pg_key_insert, pg_key_find, pg_key_list, pg_key_delete, pg_key_count,
 	pg_event_append, pg_event_list,
 	pg_secret_put, pg_secret_get, pg_secret_list, pg_secret_delete,
+	pg_snap_insert, pg_snap_get, pg_snap_list, pg_snap_delete,
+	pg_template_put, pg_template_touch, pg_template_list, pg_template_delete,
+	pg_volume_insert, pg_volume_get, pg_volume_list, pg_volume_delete, pg_volume_attach,
+	pg_volume_detach, pg_volume_attachments,
+	pg_worker_register, pg_worker_heartbeat, pg_worker_get, pg_worker_list, pg_worker_delete,
+	pg_quota_put, pg_quota_get, pg_quota_delete, pg_usage, pg_project_lock, pg_project_unlock,
+	pg_sandbox_by_token,
 };
 
 /* Server notices ("relation already exists, skipping") go to the debug log, not stderr. */

@@ -241,7 +241,8 @@ sq_close(struct store *st)
 
 #define SB_COLS "id, project, template, state, vcpus, memory_mb, env, metadata, network," \
 	" timeout_s, idle_timeout_s, auto_pause, created_at, updated_at, expires_at," \
-	" last_active_at, error, access_token, snapshot, generation"
+	" last_active_at, error, access_token, snapshot, generation, origin, paused_at, auto_resume," \
+	" traffic_token, worker"
 
 static void
 sb_bind(sqlite3_stmt *s, const struct store_sandbox *sb)
@@ -266,6 +267,11 @@ sb_bind(sqlite3_stmt *s, const struct store_sandbox *sb)
 	bind_text(s, 18, sb->access_token);
 	bind_text(s, 19, sb->snapshot);
 	sqlite3_bind_int64(s, 20, sb->generation);
+	bind_text(s, 21, sb->origin);
+	sqlite3_bind_int64(s, 22, sb->paused_at);
+	sqlite3_bind_int(s, 23, sb->auto_resume);
+	bind_text(s, 24, sb->traffic_token);
+	bind_text(s, 25, sb->worker);
 }
 
 static void
@@ -294,13 +300,18 @@ sb_read(sqlite3_stmt *s, void *rec)
 	sb->access_token = col_dup(s, 17);
 	sb->snapshot = col_dup(s, 18);
 	sb->generation = sqlite3_column_int64(s, 19);
+	sb->origin = col_dup(s, 20);
+	sb->paused_at = sqlite3_column_int64(s, 21);
+	sb->auto_resume = sqlite3_column_int(s, 22);
+	sb->traffic_token = col_dup(s, 23);
+	col_copy(s, 24, sb->worker, sizeof(sb->worker));
 }
 
 static int
 sq_sandbox_insert(struct store *st, const struct store_sandbox *sb, char **cause)
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO sandboxes (" SB_COLS ") VALUES"
-	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cause);
+	    " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cause);
 
 	if (s == NULL)
 		return -1;
@@ -321,12 +332,26 @@ sq_sandbox_get(struct store *st, const char *id, struct store_sandbox *out, char
 }
 
 static int
+sq_sandbox_by_token(struct store *st, const char *token, struct store_sandbox *out,
+    char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SB_COLS " FROM sandboxes WHERE"
+	    " access_token = ? LIMIT 1", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, token);
+	return sq_get(st, s, sb_read, out, "get sandbox by token", cause);
+}
+
+static int
 sq_sandbox_update(struct store *st, struct store_sandbox *sb, char **cause)
 {
 	sqlite3_stmt *s = sq_prepare(DB(st), "UPDATE sandboxes SET id=?1, project=?2, template=?3,"
 	    " state=?4, vcpus=?5, memory_mb=?6, env=?7, metadata=?8, network=?9, timeout_s=?10,"
 	    " idle_timeout_s=?11, auto_pause=?12, created_at=?13, updated_at=?14, expires_at=?15,"
-	    " last_active_at=?16, error=?17, access_token=?18, snapshot=?19, generation=?20 + 1"
+	    " last_active_at=?16, error=?17, access_token=?18, snapshot=?19, generation=?20 + 1,"
+	    " origin=?21, paused_at=?22, auto_resume=?23, traffic_token=?24, worker=?25"
 	    " WHERE id=?1 AND generation=?20", cause);
 
 	if (s == NULL)
@@ -666,12 +691,635 @@ sq_secret_delete(struct store *st, const char *scope, const char *scope_id, cons
 	return sq_delete(st, s, "delete secret", cause);
 }
 
+/* --- named snapshots --------------------------------------------------- */
+
+#define SNAP_COLS "id, project, name, source, template, vcpus, memory_mb, env, network," \
+	" created_at, worker"
+
+static void
+snap_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_snap *sn = rec;
+
+	memset(sn, 0, sizeof(*sn));
+	col_copy(s, 0, sn->id, sizeof(sn->id));
+	col_copy(s, 1, sn->project, sizeof(sn->project));
+	col_copy(s, 2, sn->name, sizeof(sn->name));
+	col_copy(s, 3, sn->source, sizeof(sn->source));
+	col_copy(s, 4, sn->template_name, sizeof(sn->template_name));
+	sn->vcpus = (unsigned)sqlite3_column_int(s, 5);
+	sn->memory_mb = (unsigned)sqlite3_column_int(s, 6);
+	sn->env = col_json(s, 7);
+	sn->network = col_json(s, 8);
+	sn->created_at = sqlite3_column_int64(s, 9);
+	col_copy(s, 10, sn->worker, sizeof(sn->worker));
+}
+
+static void
+snap_clear(void *rec)
+{
+	store_snap_clear(rec);
+}
+
+static int
+sq_snap_insert(struct store *st, const struct store_snap *sn, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO snapshots (" SNAP_COLS ") VALUES"
+	    " (?,?,?,?,?,?,?,?,?,?,?)", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, sn->id);
+	bind_text(s, 2, sn->project);
+	bind_text(s, 3, sn->name);
+	bind_text(s, 4, sn->source);
+	bind_text(s, 5, sn->template_name);
+	sqlite3_bind_int(s, 6, (int)sn->vcpus);
+	sqlite3_bind_int(s, 7, (int)sn->memory_mb);
+	bind_json(s, 8, sn->env);
+	bind_json(s, 9, sn->network);
+	sqlite3_bind_int64(s, 10, sn->created_at);
+	bind_text(s, 11, sn->worker);
+	return sq_done(st, s, "insert snapshot", cause);
+}
+
+static int
+sq_snap_get(struct store *st, const char *project, const char *name_or_id,
+    struct store_snap *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE (?1 IS NULL OR project = ?1) AND (name = ?2 OR id = ?2)"
+	    " ORDER BY (name = ?2) DESC LIMIT 1", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	bind_text(s, 2, name_or_id);
+	return sq_get(st, s, snap_read, out, "get snapshot", cause);
+}
+
+static int
+sq_snap_list(struct store *st, const char *project, struct store_snap **out, size_t *n,
+    char **cause)
+{
+	static const struct sq_record snap_record = { sizeof(**out), snap_read, snap_clear };
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " SNAP_COLS " FROM snapshots"
+	    " WHERE (?1 IS NULL OR project = ?1) ORDER BY created_at, id", cause);
+	void *arr;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	if (sq_list(st, s, &snap_record, &arr, n, "list snapshots", cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+sq_snap_delete(struct store *st, const char *id, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM snapshots WHERE id = ?", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, id);
+	return sq_delete(st, s, "delete snapshot", cause);
+}
+
+/* --- templates ----------------------------------------------------------- */
+
+#define TEMPLATE_COLS "name, image_bytes, allocated_bytes, built_at, last_used_at"
+
+static void
+template_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_template *t = rec;
+	const unsigned char *name = sqlite3_column_text(s, 0);
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name ? (const char *)name : "");
+	t->image_bytes = sqlite3_column_int64(s, 1);
+	t->allocated_bytes = sqlite3_column_int64(s, 2);
+	t->built_at = sqlite3_column_int64(s, 3);
+	t->last_used_at = sqlite3_column_int64(s, 4);
+}
+
+static int
+sq_template_put(struct store *st, const struct store_template *t, char **cause)
+{
+	/* A rebuild keeps the last use: the name is what sandboxes ask for. */
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO templates (" TEMPLATE_COLS ") VALUES"
+	    " (?1,?2,?3,?4,NULL) ON CONFLICT (name) DO UPDATE SET image_bytes = excluded.image_bytes,"
+	    " allocated_bytes = excluded.allocated_bytes, built_at = excluded.built_at", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, t->name);
+	sqlite3_bind_int64(s, 2, t->image_bytes);
+	sqlite3_bind_int64(s, 3, t->allocated_bytes);
+	sqlite3_bind_int64(s, 4, t->built_at);
+	return sq_done(st, s, "put template", cause);
+}
+
+static int
+sq_template_touch(struct store *st, const char *name, int64_t now, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "UPDATE templates SET last_used_at = ?2"
+	    " WHERE name = ?1", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, name);
+	sqlite3_bind_int64(s, 2, now);
+	return sq_delete(st, s, "touch template", cause);
+}
+
+static int
+sq_template_list(struct store *st, struct store_template **out, size_t *n, char **cause)
+{
+	static const struct sq_record template_record = { sizeof(**out), template_read, NULL };
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " TEMPLATE_COLS " FROM templates"
+	    " ORDER BY name", cause);
+	void *arr;
+
+	if (s == NULL)
+		return -1;
+	if (sq_list(st, s, &template_record, &arr, n, "list templates", cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+sq_template_delete(struct store *st, const char *name, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM templates WHERE name = ?", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, name);
+	return sq_delete(st, s, "delete template", cause);
+}
+
+/* --- volumes ------------------------------------------------------------ */
+
+#define VOL_COLS "v.project, v.name, v.size_mb, v.created_at, v.last_used_at," \
+	" (SELECT COUNT(*) FROM volume_attachments a WHERE a.project = v.project" \
+	" AND a.volume = v.name), v.worker"
+
+static void
+vol_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_volume *v = rec;
+
+	col_copy(s, 0, v->project, sizeof(v->project));
+	col_copy(s, 1, v->name, sizeof(v->name));
+	v->size_mb = sqlite3_column_int64(s, 2);
+	v->created_at = sqlite3_column_int64(s, 3);
+	v->last_used_at = sqlite3_column_int64(s, 4);
+	v->attached = sqlite3_column_int(s, 5);
+	col_copy(s, 6, v->worker, sizeof(v->worker));
+}
+
+static void
+att_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_attachment *a = rec;
+
+	col_copy(s, 0, a->volume, sizeof(a->volume));
+	col_copy(s, 1, a->sandbox, sizeof(a->sandbox));
+	col_copy(s, 2, a->path, sizeof(a->path));
+	a->read_only = sqlite3_column_int(s, 3);
+}
+
+static int
+sq_volume_insert(struct store *st, const struct store_volume *v, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO volumes (project, name, size_mb,"
+	    " created_at, last_used_at, worker) VALUES (?,?,?,?,0,?) ON CONFLICT DO NOTHING", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, v->project);
+	bind_text(s, 2, v->name);
+	sqlite3_bind_int64(s, 3, v->size_mb);
+	sqlite3_bind_int64(s, 4, store_now_ms());
+	bind_text(s, 5, v->worker);
+	return sq_delete(st, s, "insert volume", cause);	/* 1: a row went in */
+}
+
+static int
+sq_volume_get(struct store *st, const char *project, const char *name,
+    struct store_volume *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " VOL_COLS " FROM volumes v"
+	    " WHERE v.project = ? AND v.name = ?", cause);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	bind_text(s, 2, name);
+	memset(out, 0, sizeof(*out));
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		vol_read(s, out);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return sq_fail(DB(st), cause, "get volume");
+	return rc == SQLITE_ROW;
+}
+
+static int
+sq_volume_list(struct store *st, const char *project, struct store_volume **out, size_t *n,
+    char **cause)
+{
+	static const struct sq_record vol_record = { sizeof(**out), vol_read, NULL };
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " VOL_COLS " FROM volumes v"
+	    " WHERE (?1 IS NULL OR v.project = ?1) ORDER BY v.project, v.name", cause);
+	void *arr;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	if (sq_list(st, s, &vol_record, &arr, n, "list volumes", cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+sq_volume_delete(struct store *st, const char *project, const char *name, char **cause)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	/* One statement: an attach between a check and the delete cannot slip in. */
+	s = sq_prepare(DB(st), "DELETE FROM volumes WHERE project = ?1 AND name = ?2 AND NOT"
+	    " EXISTS (SELECT 1 FROM volume_attachments WHERE project = ?1 AND volume = ?2)",
+	    cause);
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	bind_text(s, 2, name);
+	if ((rc = sq_delete(st, s, "delete volume", cause)) != 0)
+		return rc;
+	s = sq_prepare(DB(st), "SELECT COUNT(*) FROM volumes WHERE project = ? AND name = ?",
+	    cause);
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	bind_text(s, 2, name);
+	rc = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0 ? 2 : 0;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Who holds the volume so that a is refused (for the cause), "" when nobody. */
+static void
+sq_volume_holder(struct store *st, const char *project, const struct store_attachment *a,
+    char *holder, size_t len, int *exists)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT (SELECT COUNT(*) FROM volumes WHERE"
+	    " project = ?1 AND name = ?2), (SELECT sandbox FROM volume_attachments WHERE"
+	    " project = ?1 AND volume = ?2 AND (read_only = 0 OR ?3 = 0) ORDER BY read_only"
+	    " LIMIT 1)", NULL);
+
+	*holder = '\0';
+	*exists = 0;
+	if (s == NULL)
+		return;
+	bind_text(s, 1, project);
+	bind_text(s, 2, a->volume);
+	sqlite3_bind_int(s, 3, a->read_only);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*exists = sqlite3_column_int(s, 0) > 0;
+		col_copy(s, 1, holder, len);
+	}
+	sqlite3_finalize(s);
+}
+
+static int
+sq_volume_attach(struct store *st, const char *project, const struct store_attachment *a,
+    char **cause)
+{
+	char holder[STORE_ID_MAX];
+	sqlite3_stmt *s;
+	int exists, rc = -1;
+
+	/* BEGIN IMMEDIATE takes the write lock first: the check and the insert are one step. */
+	if (sq_exec(DB(st), "BEGIN IMMEDIATE", cause) == -1)
+		return -1;
+	sq_volume_holder(st, project, a, holder, sizeof(holder), &exists);
+	if (!exists) {
+		rc = 2;
+		cause_set(cause, "volume \"%s\" not found", a->volume);
+		goto out;
+	}
+	if (*holder != '\0') {
+		rc = 0;
+		cause_set(cause, "volume \"%s\" is attached %s by sandbox %s", a->volume,
+		    a->read_only ? "read-write" : "already", holder);
+		goto out;
+	}
+	s = sq_prepare(DB(st), "INSERT INTO volume_attachments (project, volume, sandbox, path,"
+	    " read_only) VALUES (?,?,?,?,?)", cause);
+	if (s == NULL)
+		goto out;
+	bind_text(s, 1, project);
+	bind_text(s, 2, a->volume);
+	bind_text(s, 3, a->sandbox);
+	bind_text(s, 4, a->path);
+	sqlite3_bind_int(s, 5, a->read_only);
+	if (sq_done(st, s, "attach volume", cause) == -1)
+		goto out;
+	s = sq_prepare(DB(st), "UPDATE volumes SET last_used_at = ? WHERE project = ? AND name = ?",
+	    cause);
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, store_now_ms());
+	bind_text(s, 2, project);
+	bind_text(s, 3, a->volume);
+	if (sq_done(st, s, "touch volume", cause) == -1)
+		goto out;
+	rc = 1;
+out:
+	if (rc == 1)
+		return sq_exec(DB(st), "COMMIT", cause) == -1 ? -1 : 1;
+	sq_exec(DB(st), "ROLLBACK", NULL);
+	return rc;
+}
+
+static int
+sq_volume_detach(struct store *st, const char *sandbox, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM volume_attachments WHERE sandbox = ?",
+	    cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, sandbox);
+	return sq_done(st, s, "detach volumes", cause);
+}
+
+static int
+sq_volume_attachments(struct store *st, const char *sandbox, struct store_attachment **out,
+    size_t *n, char **cause)
+{
+	static const struct sq_record att_record = { sizeof(**out), att_read, NULL };
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT volume, sandbox, path, read_only FROM"
+	    " volume_attachments WHERE sandbox = ? ORDER BY volume", cause);
+	void *arr;
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, sandbox);
+	if (sq_list(st, s, &att_record, &arr, n, "list attachments", cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+#define WORKER_COLS "name, addr, labels, abi, templates, vcpus, memory_mb, used_vcpus," \
+	" used_memory_mb, sandboxes, pool_ready, state, epoch, started_at, heartbeat_at"
+
+static void
+worker_bind(sqlite3_stmt *s, const struct store_worker *w)
+{
+	char *t = w->templates != NULL ? json_dumps(w->templates, JSON_COMPACT) : NULL;
+
+	bind_text(s, 1, w->name);
+	bind_text(s, 2, w->addr);
+	bind_json(s, 3, w->labels);
+	bind_json(s, 4, w->abi);
+	sqlite3_bind_text(s, 5, t != NULL ? t : xstrdup("[]"), -1, free);
+	sqlite3_bind_int(s, 6, (int)w->vcpus);
+	sqlite3_bind_int64(s, 7, (sqlite3_int64)w->memory_mb);
+	sqlite3_bind_int(s, 8, (int)w->used_vcpus);
+	sqlite3_bind_int64(s, 9, (sqlite3_int64)w->used_memory_mb);
+	sqlite3_bind_int(s, 10, (int)w->sandboxes);
+	sqlite3_bind_int(s, 11, (int)w->pool_ready);
+	bind_text(s, 12, w->state[0] != '\0' ? w->state : "up");
+	sqlite3_bind_int64(s, 13, w->epoch);
+	sqlite3_bind_int64(s, 14, w->started_at);
+	sqlite3_bind_int64(s, 15, w->heartbeat_at);
+}
+
+static void
+worker_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_worker *w = rec;
+	const unsigned char *t;
+
+	memset(w, 0, sizeof(*w));
+	col_copy(s, 0, w->name, sizeof(w->name));
+	col_copy(s, 1, w->addr, sizeof(w->addr));
+	w->labels = col_json(s, 2);
+	w->abi = col_json(s, 3);
+	t = sqlite3_column_text(s, 4);
+	w->templates = t != NULL ? json_loads((const char *)t, 0, NULL) : NULL;
+	if (!json_is_array(w->templates)) {
+		json_decref(w->templates);
+		w->templates = json_array();
+	}
+	w->vcpus = (unsigned)sqlite3_column_int(s, 5);
+	w->memory_mb = (uint64_t)sqlite3_column_int64(s, 6);
+	w->used_vcpus = (unsigned)sqlite3_column_int(s, 7);
+	w->used_memory_mb = (uint64_t)sqlite3_column_int64(s, 8);
+	w->sandboxes = (unsigned)sqlite3_column_int(s, 9);
+	w->pool_ready = (unsigned)sqlite3_column_int(s, 10);
+	col_copy(s, 11, w->state, sizeof(w->state));
+	w->epoch = sqlite3_column_int64(s, 12);
+	w->started_at = sqlite3_column_int64(s, 13);
+	w->heartbeat_at = sqlite3_column_int64(s, 14);
+}
+
+static void
+worker_clear(void *rec)
+{
+	store_worker_clear(rec);
+}
+
+/* One statement: a new row at epoch 1, or the old one replaced at its epoch + 1. */
+static int
+sq_worker_register(struct store *st, struct store_worker *w, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO workers (" WORKER_COLS ") VALUES"
+	    " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,1,?14,?15) ON CONFLICT (name) DO UPDATE SET"
+	    " addr=?2, labels=?3, abi=?4, templates=?5, vcpus=?6, memory_mb=?7, used_vcpus=?8,"
+	    " used_memory_mb=?9, sandboxes=?10, pool_ready=?11, state=?12,"
+	    " epoch=workers.epoch + 1, started_at=?14, heartbeat_at=?15 RETURNING epoch", cause);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	worker_bind(s, w);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		w->epoch = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : sq_fail(DB(st), cause, "register worker");
+}
+
+static int
+sq_worker_heartbeat(struct store *st, const struct store_worker *w, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "UPDATE workers SET addr=?2, labels=?3, abi=?4,"
+	    " templates=?5, vcpus=?6, memory_mb=?7, used_vcpus=?8, used_memory_mb=?9,"
+	    " sandboxes=?10, pool_ready=?11, state=?12, heartbeat_at=?15"
+	    " WHERE name=?1 AND epoch=?13", cause);
+
+	if (s == NULL)
+		return -1;
+	worker_bind(s, w);
+	if (sq_done(st, s, "worker heartbeat", cause) == -1)
+		return -1;
+	return sqlite3_changes(DB(st)) > 0 ? 1 : 0;
+}
+
+static int
+sq_worker_get(struct store *st, const char *name, struct store_worker *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " WORKER_COLS " FROM workers WHERE name = ?",
+	    cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, name);
+	return sq_get(st, s, worker_read, out, "get worker", cause);
+}
+
+static int
+sq_worker_list(struct store *st, struct store_worker **out, size_t *n, char **cause)
+{
+	static const struct sq_record worker_record = { sizeof(**out), worker_read, worker_clear };
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT " WORKER_COLS " FROM workers ORDER BY name",
+	    cause);
+	void *arr;
+
+	if (s == NULL)
+		return -1;
+	if (sq_list(st, s, &worker_record, &arr, n, "list workers", cause) == -1)
+		return -1;
+	*out = arr;
+	return 0;
+}
+
+static int
+sq_worker_delete(struct store *st, const char *name, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM workers WHERE name = ?", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, name);
+	return sq_delete(st, s, "delete worker", cause);
+}
+
+#define LIVE_STATES_SQL "('creating','running','paused','suspending','resuming')"
+
+static int
+sq_quota_put(struct store *st, const struct store_quota *q, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "INSERT INTO quotas (project, max_sandboxes,"
+	    " max_vcpus, max_memory_mb, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)"
+	    " ON CONFLICT (project) DO UPDATE SET max_sandboxes = ?2, max_vcpus = ?3,"
+	    " max_memory_mb = ?4, updated_at = ?5", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, q->project);
+	sqlite3_bind_int(s, 2, (int)q->max_sandboxes);
+	sqlite3_bind_int(s, 3, (int)q->max_vcpus);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)q->max_memory_mb);
+	sqlite3_bind_int64(s, 5, store_now_ms());
+	return sq_done(st, s, "put quota", cause);
+}
+
+static void
+quota_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_quota *q = rec;
+
+	memset(q, 0, sizeof(*q));
+	col_copy(s, 0, q->project, sizeof(q->project));
+	q->max_sandboxes = (unsigned)sqlite3_column_int(s, 1);
+	q->max_vcpus = (unsigned)sqlite3_column_int(s, 2);
+	q->max_memory_mb = (uint64_t)sqlite3_column_int64(s, 3);
+	q->updated_at = sqlite3_column_int64(s, 4);
+}
+
+static int
+sq_quota_get(struct store *st, const char *project, struct store_quota *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT project, max_sandboxes, max_vcpus,"
+	    " max_memory_mb, updated_at FROM quotas WHERE project = ?", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	return sq_get(st, s, quota_read, out, "get quota", cause);
+}
+
+static int
+sq_quota_delete(struct store *st, const char *project, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "DELETE FROM quotas WHERE project = ?", cause);
+
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	return sq_delete(st, s, "delete quota", cause);
+}
+
+static void
+usage_read(sqlite3_stmt *s, void *rec)
+{
+	struct store_usage *u = rec;
+
+	u->sandboxes = (unsigned)sqlite3_column_int(s, 0);
+	u->vcpus = (unsigned)sqlite3_column_int(s, 1);
+	u->memory_mb = (uint64_t)sqlite3_column_int64(s, 2);
+}
+
+static int
+sq_usage(struct store *st, const char *project, struct store_usage *out, char **cause)
+{
+	sqlite3_stmt *s = sq_prepare(DB(st), "SELECT count(*), coalesce(sum(vcpus), 0),"
+	    " coalesce(sum(memory_mb), 0) FROM sandboxes WHERE project = ? AND state IN "
+	    LIVE_STATES_SQL, cause);
+
+	memset(out, 0, sizeof(*out));
+	if (s == NULL)
+		return -1;
+	bind_text(s, 1, project);
+	return sq_get(st, s, usage_read, out, "project usage", cause) == -1 ? -1 : 0;
+}
+
+/* One writer, and the caller's loop runs the check and the insert back to back. */
+static int
+sq_project_lock(struct store *st, const char *project, char **cause)
+{
+	return 0;
+}
+
+static void
+sq_project_unlock(struct store *st, const char *project)
+{
+}
+
 static const struct store_ops sq_ops = {
 	"sqlite", sq_close, sq_schema_version,
 	sq_sandbox_insert, sq_sandbox_get, sq_sandbox_update, sq_sandbox_delete, sq_sandbox_list,
 	sq_key_insert, sq_key_find, sq_key_list, sq_key_delete, sq_key_count,
 	sq_event_append, sq_event_list,
 	sq_secret_put, sq_secret_get, sq_secret_list, sq_secret_delete,
+	sq_snap_insert, sq_snap_get, sq_snap_list, sq_snap_delete,
+	sq_template_put, sq_template_touch, sq_template_list, sq_template_delete,
+	sq_volume_insert, sq_volume_get, sq_volume_list, sq_volume_delete, sq_volume_attach,
+	sq_volume_detach, sq_volume_attachments,
+	sq_worker_register, sq_worker_heartbeat, sq_worker_get, sq_worker_list, sq_worker_delete,
+	sq_quota_put, sq_quota_get, sq_quota_delete, sq_usage, sq_project_lock, sq_project_unlock,
+	sq_sandbox_by_token,
 };
 
 struct store *

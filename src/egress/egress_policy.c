@@ -11,11 +11,13 @@ egress_policy_build(const json_t *network, const json_t *credentials,
     const struct egress_defaults *d)
 {
 	const char *mode = json_string_value(json_object_get(network, "mode"));
-	json_t *p, *allow, *rate, *internal;
+	json_t *p, *allow, *rate, *internal, *hdrs;
 
 	p = json_pack("{s:s}", "mode", mode != NULL ? mode : "none");
 	if ((allow = json_object_get(network, "allow")) != NULL)
 		json_object_set_new(p, "allow", json_deep_copy(allow));
+	if ((hdrs = json_object_get(network, "headers")) != NULL)
+		json_object_set_new(p, "headers", json_deep_copy(hdrs));
 	if ((rate = json_object_get(network, "rate")) != NULL)
 		json_object_set_new(p, "rate", json_deep_copy(rate));
 	else if (d != NULL && (d->rps > 0 || d->bps > 0)) {
@@ -38,6 +40,25 @@ egress_policy_build(const json_t *network, const json_t *credentials,
 	if (credentials != NULL && json_array_size(credentials) > 0)
 		json_object_set_new(p, "credentials", json_deep_copy(credentials));
 	return p;
+}
+
+json_t *
+egress_network_redact(const json_t *network)
+{
+	json_t *out, *hdrs, *e, *set, *v;
+	const char *k;
+	size_t i;
+
+	if (network == NULL)
+		return NULL;
+	out = json_deep_copy(network);
+	hdrs = json_object_get(out, "headers");
+	json_array_foreach(hdrs, i, e) {
+		set = json_object_get(e, "set");
+		json_object_foreach(set, k, v)
+			json_object_set_new(set, k, json_string(EGRESS_REDACTED));
+	}
+	return out;
 }
 
 int

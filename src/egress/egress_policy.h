@@ -19,6 +19,14 @@ json_t *egress_policy_build(const json_t *network, const json_t *credentials,
     const struct egress_defaults *d);
 
 /*
+ * A copy of a network spec for API answers: the values of headers[].set
+ * (host-side secrets the gateway injects) replaced by EGRESS_REDACTED,
+ * the names kept. New reference; NULL for NULL.
+ */
+#define EGRESS_REDACTED	"[redacted]"
+json_t *egress_network_redact(const json_t *network);
+
+/*
  * Validate a sandbox's network spec exactly as the gateway will, with
  * "network." field names in the cause. 0 / -1.
  */

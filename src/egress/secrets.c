@@ -150,8 +150,20 @@ out:
 int
 secrets_init(const char *data_dir, char **cause)
 {
+	char *path;
+	int rc;
+
+	xasprintf(&path, "%s/%s", data_dir, SECRETS_KEY_FILE);
+	rc = secrets_init_path(path, cause);
+	free(path);
+	return rc;
+}
+
+int
+secrets_init_path(const char *path, char **cause)
+{
 	secrets_shutdown();
-	xasprintf(&secrets.path, "%s/%s", data_dir, SECRETS_KEY_FILE);
+	secrets.path = xstrdup(path);
 	return secrets_key_load(cause) == -1 ? -1 : 0;
 }
 

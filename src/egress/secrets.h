@@ -37,6 +37,11 @@ struct store;
  * with no group or other permission bits. A missing key is fine.
  */
 int secrets_init(const char *data_dir, char **cause);
+/*
+ * The same with the key file's own path (secrets_key): the workers of a
+ * cluster must all open what any of them sealed, so they share one key.
+ */
+int secrets_init_path(const char *path, char **cause);
 /* Wipe the key from memory. */
 void secrets_shutdown(void);
 

@@ -22,6 +22,7 @@
 
 #include "common/util.h"
 #include "gateway/gw_http.h"
+#include "http/http_parse.h"
 
 static int
 deny(struct gw_http_verdict *v, int status, const char *reason)
@@ -237,6 +238,37 @@ inject(const struct gw_policy *p, int tls, struct http_head *h, struct gw_http_v
 	return 0;
 }
 
+/*
+ * The policy's header sets for the request's host (policy.headers): each
+ * replaces a header of its name the guest sent, so the guest cannot
+ * pre-empt or duplicate it. Applied last, after every check and the
+ * credential placeholders, to the head as it goes upstream.
+ */
+static void
+set_headers(const struct gw_policy *p, struct http_head *h, struct gw_http_verdict *v)
+{
+	const char *host = v->host;
+	char *names;
+
+	for (size_t i = 0; i < p->nhdrsets; i++) {
+		const struct gw_hdrset *s = &p->hdrsets[i];
+
+		if (!gw_host_match(s->host, host))
+			continue;
+		for (size_t k = 0; k < s->n; k++) {
+			remove_header(h, s->names[k]);
+			h->headers = xreallocarray(h->headers, h->nheaders + 1, sizeof(*h->headers));
+			h->headers[h->nheaders].name = xstrdup(s->names[k]);
+			h->headers[h->nheaders++].value = xstrdup(s->values[k]);
+			/* The audit line names what was set, never the value. */
+			xasprintf(&names, "%s%s%s", v->headers_set != NULL ? v->headers_set : "",
+			    v->headers_set != NULL ? "," : "", s->names[k]);
+			free(v->headers_set);
+			v->headers_set = names;
+		}
+	}
+}
+
 int
 gw_http_check(const struct gw_policy *p, const char *bound, int tls, int port,
     struct http_head *h, struct gw_http_verdict *v)
@@ -316,13 +348,17 @@ gw_http_check(const struct gw_policy *p, const char *bound, int tls, int port,
 		remove_header(h, "http2-settings");
 		h->upgrade = 0;
 	}
-	return inject(p, tls, h, v);
+	if (inject(p, tls, h, v) == -1)
+		return -1;
+	set_headers(p, h, v);
+	return 0;
 }
 
 void
 gw_http_verdict_clear(struct gw_http_verdict *v)
 {
 	free(v->path);
+	free(v->headers_set);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -351,13 +387,6 @@ gw_http_head_wipe(struct http_head *h)
 	http_head_free(h);
 }
 
-/* RFC 9110 tchar, as the shared parser has it. */
-static int
-sniff_tchar(unsigned char c)
-{
-	return isalnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 int
 gw_http_sniff(const char *buf, size_t len)
 {
@@ -365,7 +394,7 @@ gw_http_sniff(const char *buf, size_t len)
 	size_t i = 0, m, t;
 
 	/* method SP */
-	for (m = 0; i < len && sniff_tchar((unsigned char)buf[i]); i++, m++)
+	for (m = 0; i < len && http_tchar((unsigned char)buf[i]); i++, m++)
 		if (m > 32)
 			return 0;
 	if (i == len)

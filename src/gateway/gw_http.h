@@ -23,6 +23,7 @@ struct gw_http_verdict {
 	char			 host[GW_NAME_MAX];	/* normalized Host, port stripped */
 	char			*path;		/* decoded path for rules and the audit log (malloc'd) */
 	const char		*credential;	/* credential injected, or refused (name only) */
+	char			*headers_set;	/* policy.headers names set, "A,B" (malloc'd), or NULL */
 	int			 websocket;	/* a WebSocket upgrade request */
 };
 
@@ -33,7 +34,8 @@ struct gw_http_verdict {
  * CONNECT refused; Host and an absolute-form authority must agree and name
  * bound; the Host must be allowed by a rule for port; method and path
  * must pass the rule; an Upgrade other than WebSocket is dropped from the
- * head; then credential placeholders are replaced in h (see gw_http.c).
+ * head; then credential placeholders are replaced in h (see gw_http.c) and
+ * the policy's header sets for the host are put in h (policy.headers).
  * Returns 0 to forward h, -1 to refuse with v->status and v->reason.
  * Free v with gw_http_verdict_clear.
  */

@@ -21,8 +21,8 @@
 
 #include <event2/thread.h>
 #include <openssl/err.h>
-#include <seccomp.h>
 
+#include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
@@ -34,22 +34,6 @@
 #include "gateway/gw_tls.h"
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_worker.h"
-
-/*
- * LeakSanitizer stops the world with ptrace from a cloned helper at exit:
- * sanitizer (test) builds keep those two doors open so leaks are still
- * reported. Release builds get the full filter.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define GW_SANITIZED	1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GW_SANITIZED	1
-#endif
-#endif
-#ifndef GW_SANITIZED
-#define GW_SANITIZED	0
-#endif
 
 static void
 usage(void)
@@ -106,72 +90,6 @@ gw_upstream_ctx(const char *extra_ca)
 	if (extra_ca != NULL && SSL_CTX_load_verify_locations(ctx, extra_ca, NULL) != 1)
 		fatalx("cannot load the upstream CA bundle %s", extra_ca);
 	return ctx;
-}
-
-static void
-gw_drop_privileges(uid_t uid, gid_t gid)
-{
-	if (uid == 0)
-		return;
-	if (setgroups(1, &gid) == -1 || setresgid(gid, gid, gid) == -1 ||
-	    setresuid(uid, uid, uid) == -1)
-		fatal("drop privileges to %u:%u", (unsigned)uid, (unsigned)gid);
-	if (setresuid(-1, 0, -1) != -1)
-		fatalx("privileges could be regained");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
-		fatal("PR_SET_NO_NEW_PRIVS");
-	if (!GW_SANITIZED)
-		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);	/* no core dumps with secrets, no ptrace */
-}
-
-/*
- * A deny list: the gateway parses untrusted bytes, so the syscalls an
- * attacker would need after a memory bug to leave the process (spawn,
- * debug, change namespaces or mounts, load kernel code) fail. An allow list
- * would be tighter but must track what OpenSSL and libevent call on every
- * upgrade; see docs/security.md.
- */
-static void
-gw_seccomp(void)
-{
-	static const int denied[] = {
-		SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork),
-		SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
-		SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot),
-		SCMP_SYS(setns), SCMP_SYS(unshare), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
-		SCMP_SYS(init_module), SCMP_SYS(finit_module), SCMP_SYS(delete_module),
-		SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load), SCMP_SYS(reboot),
-		SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key),
-		SCMP_SYS(userfaultfd), SCMP_SYS(personality), SCMP_SYS(acct),
-		SCMP_SYS(swapon), SCMP_SYS(swapoff), SCMP_SYS(syslog), SCMP_SYS(open_by_handle_at),
-		SCMP_SYS(name_to_handle_at), SCMP_SYS(iopl), SCMP_SYS(ioperm),
-		SCMP_SYS(setuid), SCMP_SYS(setgid), SCMP_SYS(setreuid), SCMP_SYS(setregid),
-		SCMP_SYS(setresuid), SCMP_SYS(setresgid), SCMP_SYS(setgroups),
-		SCMP_SYS(fsopen), SCMP_SYS(fsmount), SCMP_SYS(move_mount), SCMP_SYS(open_tree),
-	};
-	scmp_filter_ctx ctx;
-
-	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL)
-		fatalx("seccomp_init failed");
-	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
-		if (GW_SANITIZED && denied[i] == SCMP_SYS(ptrace))
-			continue;
-		if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0) != 0)
-			fatalx("seccomp_rule_add %d failed", denied[i]);
-	}
-	/*
-	 * clone only for threads: the workers (gw_worker.c), started after
-	 * this filter is loaded so they run under it (no TSYNC needed). glibc
-	 * tries clone3 first, whose flags sit in a struct the filter cannot
-	 * read: ENOSYS makes it fall back to clone, checked here.
-	 */
-	if ((!GW_SANITIZED && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)) != 0) ||
-	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0)
-		fatalx("seccomp clone rule failed");
-	if (seccomp_load(ctx) != 0)
-		fatalx("seccomp_load failed");
-	seccomp_release(ctx);
 }
 
 /* Rotation renames inside the audit dir after the privilege drop: hand it over. */
@@ -293,8 +211,8 @@ main(int argc, char **argv)
 	if (gw_server_listen(&gw, gw.cfg.ctl_path, &cause) == -1)
 		fatalx("control socket: %s", cause);
 
-	gw_drop_privileges((uid_t)uid, (gid_t)gid);
-	gw_seccomp();
+	confine_drop((uid_t)uid, (gid_t)gid);
+	confine_seccomp(1);
 	if (gw_workers_start(&gw, &cause) == -1)
 		fatalx("workers: %s", cause);
 

@@ -105,9 +105,18 @@ gw_conn_deny(struct gw_conn *c, const char *reason)
 }
 
 static void
+gw_conn_release(void *c)
+{
+	free(c);
+}
+
+/* The end of the loop turn in which the connection closed: its frames are gone. */
+static void
 gw_conn_free_cb(evutil_socket_t fd, short what, void *arg)
 {
-	free(arg);
+	struct gw_conn *c = arg;
+
+	ref_put(&c->ref, gw_conn_release, c);
 }
 
 /*
@@ -189,9 +198,8 @@ gw_conn_close(struct gw_conn *c, const char *reason)
 {
 	struct gw_sandbox *sb = c->sb;
 
-	if (c->closed)
+	if (ref_kill(&c->ref))
 		return;
-	c->closed = 1;
 	if (c->audit_on_close) {
 		struct gw_audit_rec r = { .allow = 1, .bytes_up = c->bytes_up,
 		    .bytes_down = c->bytes_down };
@@ -215,8 +223,13 @@ gw_conn_close(struct gw_conn *c, const char *reason)
 	free(c->rule);
 	c->rule = NULL;
 	TAILQ_REMOVE(&sb->conns, c, entry);
-	/* Callers up the stack may still look at c->closed. */
-	event_base_once(sb->w->base, -1, EV_TIMEOUT, gw_conn_free_cb, c, NULL);
+	/*
+	 * Callers up the stack may still look at gw_conn_closed(c): the owner's
+	 * reference goes with this loop turn (never the struct before it).
+	 */
+	if (event_base_once(sb->w->base, -1, EV_TIMEOUT, gw_conn_free_cb, c, NULL) == -1)
+		log_warnx("gateway: conn %llu: cannot defer its free: kept",
+		    (unsigned long long)c->id);
 }
 
 /*
@@ -292,7 +305,7 @@ gw_conn_finish(struct gw_conn *c, const char *reason)
 {
 	struct timeval tv;
 
-	if (c->closed)
+	if (gw_conn_closed(c))
 		return;
 	log_debug("gateway: sandbox %s conn %llu: finishing: %s", c->sb->id,
 	    (unsigned long long)c->id, reason);
@@ -381,6 +394,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 		return;
 	}
 	c = xcalloc(1, sizeof(*c));
+	ref_init(&c->ref);
 	c->sb = sb;
 	/* Unique in the process: the worker's index in the top bits. */
 	c->id = (uint64_t)w->idx << 56 | ++w->conn_seq;

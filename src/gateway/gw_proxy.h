@@ -6,9 +6,12 @@
  *
  * Ownership: a gw_conn belongs to its sandbox's conns list from accept to
  * gw_conn_close(), which is the only way out: it frees every bufferevent,
- * timer and resolver request at once and defers the free of the struct to
- * the next loop turn, so a caller still holding the pointer after a close
- * reads conn->closed instead of freed memory.
+ * timer and resolver request at once and drops the owner's reference of
+ * conn->ref (common/ref.h). The reference of the frames up the stack is
+ * held by the loop turn as a whole, not by each of the connection's
+ * callbacks: the struct is freed on the next turn, so a caller still
+ * holding the pointer after a close reads gw_conn_closed() instead of
+ * freed memory.
  */
 #ifndef AIRLOCK_GW_PROXY_H
 #define AIRLOCK_GW_PROXY_H
@@ -21,6 +24,7 @@
 
 #include <event2/bufferevent.h>
 
+#include "common/ref.h"
 #include "gateway/gw.h"
 #include "gateway/shared/gw_audit.h"
 #include "gateway/gw_http.h"
@@ -75,7 +79,7 @@ struct gw_conn {
 	struct gw_sandbox	*sb;
 	uint64_t		 id;
 	enum gw_conn_state	 state;
-	int			 closed;
+	struct ref		 ref;		/* dead once closed; see above */
 	TAILQ_ENTRY(gw_conn)	 entry;
 
 	struct sockaddr_in	 dst;		/* the guest's original destination */
@@ -161,5 +165,12 @@ void gw_conn_audit(struct gw_conn *, struct gw_audit_rec *);
 void gw_http_start(struct gw_conn *, const char *bound);
 /* Audit a request still in flight and free the HTTP state. */
 void gw_http_free(struct gw_conn *);
+
+/* Closed (gw_conn_close ran): touch nothing but this until the loop turn ends. */
+static inline int
+gw_conn_closed(const struct gw_conn *c)
+{
+	return ref_dead(&c->ref);
+}
 
 #endif

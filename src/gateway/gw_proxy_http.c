@@ -50,6 +50,7 @@ struct gw_http_state {
 	char			*path;
 	char			*rule;
 	char			*credential;
+	char			*headers_set;
 	int			 status;
 	uint64_t		 up0, down0;
 };
@@ -69,7 +70,7 @@ gw_http_audit(struct gw_conn *c, int allow, const char *reason)
 	struct gw_audit_rec r = {
 		.kind = "http", .host = h->host, .method = h->method, .path = h->path,
 		.rule = h->rule, .allow = allow, .reason = reason, .status = h->status,
-		.credential = h->credential,
+		.credential = h->credential, .headers_set = h->headers_set,
 		.bytes_up = c->bytes_up - h->up0, .bytes_down = c->bytes_down - h->down0,
 	};
 
@@ -84,7 +85,8 @@ gw_http_clear_request(struct gw_http_state *h)
 	free(h->path);
 	free(h->rule);
 	free(h->credential);
-	h->method = h->host = h->path = h->rule = h->credential = NULL;
+	free(h->headers_set);
+	h->method = h->host = h->path = h->rule = h->credential = h->headers_set = NULL;
 	h->status = 0;
 	h->in_flight = 0;
 	h->websocket = 0;
@@ -141,7 +143,7 @@ gw_http_dial_failed(struct gw_conn *c, const char *reason)
 {
 	struct gw_http_state *h = c->http;
 
-	if (h == NULL || c->closed)
+	if (h == NULL || gw_conn_closed(c))
 		return;
 	h->in_flight = 0;
 	h->status = 502;
@@ -202,7 +204,7 @@ gw_http_out_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_EOF) {
 		gw_http_upstream(c);
-		if (c->closed || c->http == NULL || c->out == NULL)
+		if (gw_conn_closed(c) || c->http == NULL || c->out == NULL)
 			return;
 		if (h->resp == RESP_BODY && h->until_close) {
 			h->resp = RESP_DONE;
@@ -284,7 +286,7 @@ gw_http_connected(struct gw_conn *c)
 	bufferevent_enable(c->out, EV_READ | EV_WRITE);
 	bufferevent_write_buffer(c->out, c->http->pending);
 	gw_http_guest(c);
-	if (!c->closed)
+	if (!gw_conn_closed(c))
 		gw_http_upstream(c);
 }
 
@@ -340,6 +342,7 @@ gw_http_next_request(struct gw_conn *c)
 	h->path = xstrdup(v.path);
 	h->rule = xstrdup(v.rule->text);
 	h->credential = v.credential != NULL ? xstrdup(v.credential) : NULL;
+	h->headers_set = v.headers_set != NULL ? xstrdup(v.headers_set) : NULL;
 	h->websocket = v.websocket;
 	h->up0 = c->bytes_up;
 	h->down0 = c->bytes_down;
@@ -365,7 +368,7 @@ gw_http_next_request(struct gw_conn *c)
 		c->on_connected = gw_http_connected;
 		c->on_dial_failed = gw_http_dial_failed;
 		gw_conn_dial(c, h->bound, c->tls);
-		if (c->closed)
+		if (gw_conn_closed(c))
 			return -1;
 	}
 	return 1;
@@ -439,7 +442,7 @@ gw_http_guest(struct gw_conn *c)
 	struct gw_http_state *h;
 	int r = 1;
 
-	while (r > 0 && !c->closed && c->state == GW_CONN_HTTP) {
+	while (r > 0 && !gw_conn_closed(c) && c->state == GW_CONN_HTTP) {
 		h = c->http;
 		switch (h->req) {
 		case REQ_HEAD:
@@ -454,7 +457,7 @@ gw_http_guest(struct gw_conn *c)
 		}
 	}
 	/* Half-closed: once nothing complete is left to answer, the connection ends. */
-	if (!c->closed && c->state == GW_CONN_HTTP && c->http->guest_eof &&
+	if (!gw_conn_closed(c) && c->state == GW_CONN_HTTP && c->http->guest_eof &&
 	    ((c->http->req == REQ_HEAD && c->http->resp == RESP_NONE) ||
 	    (c->http->req == REQ_BODY &&
 	    evbuffer_get_length(bufferevent_get_input(c->in)) == 0)))
@@ -490,7 +493,7 @@ gw_http_upstream(struct gw_conn *c)
 	int code;
 
 	for (;;) {
-		if (c->closed || c->state != GW_CONN_HTTP || c->out == NULL)
+		if (gw_conn_closed(c) || c->state != GW_CONN_HTTP || c->out == NULL)
 			return;
 		h = c->http;
 		up = bufferevent_get_input(c->out);

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw.h"
+#include "gateway/shared/gw_audit.h"
 #include "gateway/shared/gw_ctl.h"
 #include "gateway/gw_sandbox.h"
 #include "gateway/gw_server.h"
@@ -106,9 +107,15 @@ gw_client_reply(struct gw_client *c, json_t *reply, const char *cause, json_t *s
 		json_object_set_new(reply, "ok", json_true());
 	if (seq != NULL)
 		json_object_set(reply, "seq", seq);
-	if (gw_ctl_send(c->fd, reply, NULL, 0, &err) == -1) {
+	switch (gw_ctl_send(c->fd, reply, NULL, 0, &err)) {
+	case GW_CTL_AGAIN:
+		/* The client's deadline fails its call; it is not reading. */
+		log_warnx("gateway: control reply dropped: the client's socket is full");
+		break;
+	case -1:
 		log_warnx("gateway: control reply: %s", err);
 		free(err);
+		break;
 	}
 	json_decref(reply);
 }
@@ -167,6 +174,50 @@ gw_call_job(struct gw_call *call, enum gw_job_op op, const char *id, struct gw_w
 }
 
 /*
+ * Packets the island's nftables dropped, counted and sent by airlockd (it
+ * owns the rules; the gateway never sees those packets): written as the
+ * same deny_summary lines as the gateway's own, by its one audit writer.
+ * The sandbox need not be attached (a last count arrives after a detach).
+ */
+static json_t *
+gw_op_drops(struct gw *gw, const char *id, json_t *req, char **cause)
+{
+	json_t *drops = json_object_get(req, "drops"), *d;
+	json_int_t window = json_integer_value(json_object_get(req, "window_ms"));
+	size_t i;
+
+	if (!json_is_array(drops) || json_array_size(drops) > 64) {
+		cause_set(cause, "drops: an array of at most 64 entries required");
+		return NULL;
+	}
+	if (!json_is_integer(json_object_get(req, "window_ms")) || window < 0) {
+		cause_set(cause, "window_ms: a non-negative integer required");
+		return NULL;
+	}
+	json_array_foreach(drops, i, d) {
+		const char *kind = json_string_value(json_object_get(d, "kind"));
+		const char *reason = json_string_value(json_object_get(d, "reason"));
+		json_int_t n = json_integer_value(json_object_get(d, "count"));
+
+		if (kind == NULL || reason == NULL || strlen(kind) > 32 || strlen(reason) > 128 ||
+		    !json_is_integer(json_object_get(d, "count")) || n <= 0) {
+			cause_set(cause, "drops[%zu]: kind, reason and a positive count required", i);
+			return NULL;
+		}
+	}
+	json_array_foreach(drops, i, d) {
+		struct gw_audit_rec r = { .event = "deny_summary", .sandbox = id,
+		    .kind = json_string_value(json_object_get(d, "kind")),
+		    .reason = json_string_value(json_object_get(d, "reason")),
+		    .count = (uint64_t)json_integer_value(json_object_get(d, "count")),
+		    .window_ms = (uint64_t)window };
+
+		gw_audit_log(gw->audit, &r);
+	}
+	return json_object();
+}
+
+/*
  * Runs one request: an answer now (returned, or NULL + cause), or jobs
  * posted to the workers (*call set; the reply leaves when they answer).
  */
@@ -214,6 +265,8 @@ gw_dispatch(struct gw_client *c, json_t *req, int *fds, size_t nfds, struct gw_c
 		cause_set(cause, "sandbox: required, [a-z0-9_-]{1,64}");
 		return NULL;
 	}
+	if (strcmp(op, "drops") == 0)
+		return gw_op_drops(gw, id, req, cause);
 	if (strcmp(op, "detach") == 0)
 		jop = GW_JOB_DETACH;
 	else if (strcmp(op, "update") == 0)
@@ -268,10 +321,8 @@ gw_client_read(evutil_socket_t fd, short what, void *arg)
 	if (c->call != NULL)
 		return;	/* one request at a time; re-armed when it is answered */
 	rc = gw_ctl_recv(c->fd, &req, fds, &nfds, &cause);
-	if (rc == -1 && cause != NULL && strcmp(cause, "again") == 0) {
-		free(cause);
+	if (rc == GW_CTL_AGAIN)
 		return;
-	}
 	if (rc == 0) {
 		log_debug("gateway: control client left");
 		gw_client_free(c);

@@ -217,7 +217,8 @@ gw_workers_init(struct gw *gw, int n, char **cause)
 	TAILQ_INIT(&gw->shards);
 	TAILQ_INIT(&gw->done);
 	pthread_mutex_init(&gw->done_mtx, NULL);
-	gw->done_ev = event_new(gw->base, -1, 0, gw_worker_done_cb, gw);
+	/* Out of memory is fatal here, as in xcalloc: event_new fails for nothing else. */
+	gw->done_ev = xnonnull(event_new(gw->base, -1, 0, gw_worker_done_cb, gw), "event_new");
 	gw->workers = xcalloc((size_t)n, sizeof *gw->workers);
 	gw->nworkers = n;
 	for (int i = 0; i < n; i++) {
@@ -226,13 +227,12 @@ gw_workers_init(struct gw *gw, int n, char **cause)
 		w->idx = i;
 		w->threaded = n > 1;
 		/* evthread_use_pthreads() ran first (main): these bases have locks. */
-		if (w->threaded && (w->base = event_base_new()) == NULL) {
-			cause_set(cause, "worker %d: event_base_new failed", i);
-			return -1;
-		}
+		if (w->threaded)
+			w->base = xnonnull(event_base_new(), "event_base_new");
+		/* A resolver can fail for its configuration: that is an error, with a cause. */
 		if ((w->dns = gw_resolver_new(w->base, gw->cfg.resolver, cause)) == NULL)
 			return -1;
-		w->inbox_ev = event_new(w->base, -1, 0, gw_worker_inbox_cb, w);
+		w->inbox_ev = xnonnull(event_new(w->base, -1, 0, gw_worker_inbox_cb, w), "event_new");
 	}
 	return 0;
 }

@@ -12,13 +12,23 @@
 
 enum { CH_SIZE, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_DONE };
 
-/* RFC 9110 tchar. */
-static int
-is_tchar(unsigned char c)
+int
+http_tchar(unsigned char c)
 {
 	if (isalnum(c))
 		return 1;
-	return strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0';
+	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+int
+http_token_valid(const char *s, size_t maxlen)
+{
+	size_t n;
+
+	for (n = 0; s[n] != '\0'; n++)
+		if (n == maxlen || !http_tchar((unsigned char)s[n]))
+			return 0;
+	return n > 0;
 }
 
 /*
@@ -81,7 +91,7 @@ parse_request_line(const char *line, size_t len, struct http_head *h, int *statu
 	if ((sp1 = memchr(line, ' ', len)) == NULL || sp1 == line)
 		return bad(status, 400, cause, "malformed request line");
 	for (i = 0; line + i < sp1; i++)
-		if (!is_tchar((unsigned char)line[i]))
+		if (!http_tchar((unsigned char)line[i]))
 			return bad(status, 400, cause, "invalid method");
 	if ((sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1))) == NULL || sp2 == sp1 + 1)
 		return bad(status, 400, cause, "malformed request line");
@@ -124,7 +134,7 @@ parse_header_line(const char *line, size_t len, struct http_head *h, int *status
 	if (colon == NULL || colon == line)
 		return bad(status, 400, cause, "malformed header line");
 	for (i = 0; line + i < colon; i++)
-		if (!is_tchar((unsigned char)line[i]))
+		if (!http_tchar((unsigned char)line[i]))
 			return bad(status, 400, cause, "invalid header name");
 	v = colon + 1;
 	ve = line + len;
@@ -487,6 +497,29 @@ http_status_text(int status)
 	}
 }
 
+/*
+ * The JSON error code for a status the server itself answers (framing,
+ * limits): each status its own code, as docs/api.md lists them, so a
+ * client can tell "not HTTP/1.x" from "headers too large" without reading
+ * the message.
+ */
+const char *
+http_error_code(int status)
+{
+	switch (status) {
+	case 408: return "timeout";
+	case 413: return "too_large";
+	case 414: return "uri_too_long";
+	case 417: return "expectation_failed";
+	case 431: return "headers_too_large";
+	case 500: return "internal";
+	case 501: return "not_implemented";
+	case 503: return "unavailable";
+	case 505: return "http_version_not_supported";
+	default: return status >= 500 ? "internal" : "bad_request";
+	}
+}
+
 static int
 hexval(char c)
 {
@@ -525,6 +558,28 @@ http_pct_decode(const char *in, size_t len, char **out)
 	*p = '\0';
 	*out = o;
 	return 0;
+}
+
+char *
+http_pct_encode(const char *s, const char *keep)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = xmalloc(strlen(s) * 3 + 1), *o = out;
+
+	for (; *s != '\0'; s++) {
+		unsigned char ch = (unsigned char)*s;
+		/* ASCII ranges, not isalnum(): locales would let high bytes through. */
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr(keep, ch) != NULL)
+			*o++ = (char)ch;
+		else {
+			*o++ = '%';
+			*o++ = hex[ch >> 4];
+			*o++ = hex[ch & 15];
+		}
+	}
+	*o = '\0';
+	return out;
 }
 
 int

@@ -36,6 +36,11 @@ struct http_head {
 	int			 upgrade;	/* Connection: upgrade + Upgrade header */
 };
 
+/* RFC 9110 tchar: a byte that may appear in a token (a method, a header name). */
+int http_tchar(unsigned char c);
+/* 1 if s is a token of 1 to maxlen tchars. */
+int http_token_valid(const char *s, size_t maxlen);
+
 /*
  * Parse a request head from buf. Returns the number of bytes consumed
  * (through the blank line) on success, 0 when more bytes are needed, -1 on
@@ -70,6 +75,8 @@ enum http_body_state http_body_feed(struct http_body *b, const char *in, size_t 
     char **cause);
 
 const char *http_status_text(int status);
+/* The JSON error code for a status ("headers_too_large" for 431, ...). */
+const char *http_error_code(int status);
 /* Split target into a percent-decoded path and the raw query (malloc'd). */
 int http_split_target(const char *target, char **path, char **query);
 /*
@@ -95,6 +102,13 @@ const char *http_query_value(const struct http_query *q, const char *name);
 void http_query_free(struct http_query *q);
 /* Percent-decode; -1 on bad escapes or an embedded NUL. */
 int http_pct_decode(const char *in, size_t len, char **out);
+/*
+ * s percent-encoded for a URL: ASCII letters, digits and the bytes in keep
+ * stay, every other byte becomes %XX (malloc'd). keep "-._~/" for a path
+ * or a query value, "-_~" for one path segment ("." and "/" encoded, so
+ * an id like "../keys" stays one segment).
+ */
+char *http_pct_encode(const char *s, const char *keep);
 
 /*
  * Parse a response head (client side, e.g. the CLI). Returns bytes consumed,

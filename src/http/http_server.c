@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -17,6 +19,7 @@
 
 #include "http/http_server.h"
 #include "common/log.h"
+#include "common/ref.h"
 #include "common/util.h"
 
 struct http_rheader {
@@ -34,7 +37,12 @@ struct http_req {
 	struct http_head	 head;
 	char			*path, *query;
 	char			 peer[64];
-	int			 refs;
+	/*
+	 * common/ref.h: the connection's link is the owner's reference (dead
+	 * once detached); handlers (http_req_ref) and frames in callbacks hold
+	 * the others.
+	 */
+	struct ref		 ref;
 	int			 closed;	/* ended before the handler finished */
 	int			 routed;	/* router chose a body mode or replied */
 	int			 keep_alive;
@@ -48,8 +56,8 @@ struct http_req {
 	http_handler_cb		 done_cb;
 	http_body_cb		 body_cb;
 	void			*cb_arg;
-	http_event_cb		 close_cb, drain_cb;
-	void			*close_arg, *drain_arg;
+	http_event_cb		 close_cb, drain_cb, free_cb;
+	void			*close_arg, *drain_arg, *free_arg;
 	void			*data;
 
 	struct http_rheaders	 rheaders;
@@ -57,6 +65,7 @@ struct http_req {
 	int			 chunked;	/* response uses chunked encoding */
 	int			 status;
 	int			 reply_bug;	/* a second reply was logged */
+	int			 tunnel;	/* answered 101: raw bytes both ways */
 	struct event		*heartbeat;
 };
 
@@ -69,6 +78,7 @@ enum conn_phase {
 	CONN_IDLE,	/* keep-alive: no byte of the next request yet */
 	CONN_BODY,	/* receiving a request body */
 	CONN_BUSY,	/* handler or response in progress (or closing): no read deadline */
+	CONN_LINGER,	/* answered early: our side shut, unread input discarded until EOF */
 };
 
 struct http_addr;
@@ -79,8 +89,9 @@ struct http_conn {
 	struct http_req		*req;		/* the request being served */
 	char			 peer[64];
 	int			 closing;	/* close once output is flushed */
-	int			 dispatching;	/* inside conn_process: no free */
-	int			 dead;		/* closed while dispatching */
+	int			 linger;		/* ... then linger: the client may still be sending */
+	int			 dispatching;	/* inside conn_process: do not re-enter */
+	struct ref		 ref;		/* common/ref.h: conn_process holds one */
 	TAILQ_ENTRY(http_conn)	 entry;
 
 	/* Connection accounting: one timer for the phase's deadline. */
@@ -131,8 +142,12 @@ struct http_server {
 	size_t				 nconns;
 	TAILQ_HEAD(, http_listener)	 listeners;
 	int				 accept_paused;	/* out of fds, nothing to shed */
+	int				 nodelay;	/* TCP_NODELAY on accepted connections */
 	http_transport_fn		 transport;	/* NULL: plain sockets */
 	void				*transport_arg;
+	http_error_fn			 error_body;
+	int				 peer_uid_set;	/* unix peers: only this uid */
+	uid_t				 peer_uid;
 
 	struct http_limits		 lim;
 	struct http_conns		 idle;		/* sheddable, oldest first */
@@ -143,20 +158,38 @@ struct http_server {
 
 static void conn_process(struct http_conn *conn);
 static void conn_close(struct http_conn *conn, const char *why);
-static void req_maybe_free(struct http_req *req);
+static int req_put(struct http_req *req);
+static void req_detach(struct http_req *req);
 static void req_abandon(struct http_req *req);
 static void conn_set_phase(struct http_conn *conn, enum conn_phase phase);
 static void conn_body_paused(struct http_conn *conn, int paused);
+static int conn_start(struct http_server *srv, evutil_socket_t fd, struct http_addr *a,
+    const char *peer);
+static void conn_flushed(struct http_conn *conn);
 
-static const struct timeval write_tv = { HTTP_WRITE_TIMEOUT_S, 0 };
+static void
+conn_release(void *conn)
+{
+	free(conn);
+}
+
+/* Drop a reference to conn; 1: closed (maybe freed), touch it no more. */
+static int
+conn_put(struct http_conn *conn)
+{
+	return ref_put(&conn->ref, conn_release, conn);
+}
 
 /* --- requests --------------------------------------------------------- */
 
 static void
-req_free(struct http_req *req)
+req_release(void *arg)
 {
+	struct http_req *req = arg;
 	struct http_rheader *h;
 
+	if (req->free_cb != NULL)
+		req->free_cb(req, req->free_arg);
 	while ((h = TAILQ_FIRST(&req->rheaders)) != NULL) {
 		TAILQ_REMOVE(&req->rheaders, h, entry);
 		free(h->name);
@@ -174,32 +207,45 @@ req_free(struct http_req *req)
 	free(req);
 }
 
-/* Freed when nobody holds it and it is no longer the connection's request. */
-static void
-req_maybe_free(struct http_req *req)
+/* Drop a reference; freed at the last. 1: detached (maybe freed), touch it no more. */
+static int
+req_put(struct http_req *req)
 {
-	if (req->refs == 0 && req->conn == NULL)
-		req_free(req);
+	return ref_put(&req->ref, req_release, req);
+}
+
+/* The connection lets go (req->conn already NULL): its reference goes. */
+static void
+req_detach(struct http_req *req)
+{
+	if (!ref_kill(&req->ref))
+		req_put(req);
 }
 
 void
 http_req_ref(struct http_req *req)
 {
-	req->refs++;
+	ref_get(&req->ref);
 }
 
 void
 http_req_unref(struct http_req *req)
 {
-	if (--req->refs < 0)
+	if (req->ref.r_count <= 0)
 		fatalx("http_req_unref: negative refcount");
-	req_maybe_free(req);
+	req_put(req);
 }
 
 int
 http_req_closed(const struct http_req *req)
 {
 	return req->closed;
+}
+
+int
+http_req_replied(const struct http_req *req)
+{
+	return req->resp != RESP_NONE;
 }
 
 const char *
@@ -289,6 +335,13 @@ http_req_on_close(struct http_req *req, http_event_cb cb, void *arg)
 }
 
 void
+http_req_on_free(struct http_req *req, http_event_cb cb, void *arg)
+{
+	req->free_cb = cb;
+	req->free_arg = arg;
+}
+
+void
 http_req_on_drain(struct http_req *req, http_event_cb cb, void *arg)
 {
 	req->drain_cb = cb;
@@ -298,7 +351,7 @@ http_req_on_drain(struct http_req *req, http_event_cb cb, void *arg)
 void
 http_req_pause_body(struct http_req *req, int paused)
 {
-	if (req->conn == NULL || req->body_done)
+	if (req->conn == NULL || (req->body_done && !req->tunnel))
 		return;
 	/* Time paused by the handler is not the client's: the body deadline waits. */
 	conn_body_paused(req->conn, paused);
@@ -306,7 +359,13 @@ http_req_pause_body(struct http_req *req, int paused)
 		bufferevent_disable(req->conn->bev, EV_READ);
 	else {
 		bufferevent_enable(req->conn->bev, EV_READ);
-		conn_process(req->conn);
+		/*
+		 * Bytes already read go to the handler now, unless the connection
+		 * is being processed below us (the router itself unpaused): that
+		 * loop reads them, and the body must not end twice.
+		 */
+		if (!req->conn->dispatching)
+			conn_process(req->conn);
 	}
 }
 
@@ -350,7 +409,8 @@ write_head(struct http_req *req, int status, const char *ctype, int64_t length)
 		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
 	TAILQ_FOREACH(h, &req->rheaders, entry)
 		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
-	if (!req->keep_alive)
+	/* A 101's Connection: upgrade is among the handler's headers. */
+	if (!req->keep_alive && status != 101)
 		evbuffer_add_printf(out, "Connection: close\r\n");
 	evbuffer_add(out, "\r\n", 2);
 }
@@ -369,19 +429,21 @@ resp_ended(struct http_req *req)
 	/* A body we never finished reading cannot be skipped safely: close. */
 	if (!req->body_done || !req->keep_alive)
 		conn->closing = 1;
+	if (!req->body_done)
+		conn->linger = 1;
 	conn->req = NULL;
 	req->conn = NULL;
 	conn_set_phase(conn, conn->closing ? CONN_BUSY : CONN_IDLE);
 	if (conn->closing) {
 		bufferevent_disable(conn->bev, EV_READ);
 		if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
-			conn_close(conn, NULL);
+			conn_flushed(conn);
 	} else {
 		/* Bytes of the next request may already be waiting. */
 		if (!conn->dispatching)
 			conn_process(conn);
 	}
-	req_maybe_free(req);
+	req_detach(req);
 }
 
 /*
@@ -413,9 +475,37 @@ http_reply(struct http_req *req, int status, const char *ctype, const void *body
 		req->status = status;
 		return;
 	}
+	/*
+	 * Answered before the body was read: resp_ended closes the connection
+	 * (the rest of the body cannot be skipped safely), so the head says
+	 * so; a client would otherwise reuse it and meet a reset.
+	 */
+	if (!req->body_done)
+		req->keep_alive = 0;
 	write_head(req, status, ctype, status == 204 || status == 304 ? -1 : (int64_t)len);
 	if (len > 0 && strcmp(req->head.method, "HEAD") != 0)
 		evbuffer_add(bufferevent_get_output(req->conn->bev), body, len);
+	resp_ended(req);
+}
+
+void
+http_reply_file(struct http_req *req, int status, const char *ctype, int fd, uint64_t len)
+{
+	if (req_replied(req, status) || req->conn == NULL) {
+		close(fd);
+		if (req->resp == RESP_NONE) {
+			req->resp = RESP_ENDED;
+			req->status = status;
+		}
+		return;
+	}
+	req->routed = 1;
+	write_head(req, status, ctype, (int64_t)len);
+	/* The loop sends it as the client reads (sendfile where it can). */
+	if (len > 0 && strcmp(req->head.method, "HEAD") != 0)
+		evbuffer_add_file(bufferevent_get_output(req->conn->bev), fd, 0, (ev_off_t)len);
+	else
+		close(fd);
 	resp_ended(req);
 }
 
@@ -439,6 +529,12 @@ http_reply_json(struct http_req *req, int status, json_t *json)
 	free(text);
 }
 
+static json_t *
+default_error_body(int status, const char *code, const char *message)
+{
+	return json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message);
+}
+
 void
 http_reply_error(struct http_req *req, int status, const char *code, const char *fmt, ...)
 {
@@ -446,23 +542,38 @@ http_reply_error(struct http_req *req, int status, const char *code, const char 
 	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	http_reply_json(req, status, json_pack("{s:{s:s,s:s}}", "error", "code", code,
-	    "message", msg ? msg : "error"));
+	http_reply_json(req, status, default_error_body(status, code, msg));
 	free(msg);
+}
+
+/* An error the server answers itself, in the shape the server was given. */
+static void
+srv_reply_error(struct http_req *req, int status, const char *code, const char *msg)
+{
+	http_error_fn fn = req->conn != NULL && req->conn->srv->error_body != NULL ?
+	    req->conn->srv->error_body : default_error_body;
+
+	http_reply_json(req, status, fn(status, code, msg));
+}
+
+/* A streaming answer begins: 0 when its head is to be written now, -1 when not. */
+static int
+stream_begin(struct http_req *req, int status)
+{
+	if (req_replied(req, status))
+		return -1;
+	req->routed = 1;
+	req->resp = RESP_STREAMING;
+	req->status = status;
+	return req->conn == NULL ? -1 : 0;
 }
 
 void
 http_reply_start(struct http_req *req, int status, const char *ctype)
 {
-	if (req_replied(req, status))
-		return;
-	req->routed = 1;
-	req->resp = RESP_STREAMING;
-	req->status = status;
-	if (req->conn == NULL)
+	if (stream_begin(req, status) == -1)
 		return;
 	/* HTTP/1.0 has no chunked encoding: the end of the body is the close. */
 	if (req->head.minor == 0)
@@ -471,6 +582,42 @@ http_reply_start(struct http_req *req, int status, const char *ctype)
 		req->chunked = 1;
 	write_head(req, status, ctype, -1);
 	bufferevent_flush(req->conn->bev, EV_WRITE, BEV_FLUSH);
+}
+
+void
+http_reply_start_length(struct http_req *req, int status, const char *ctype, uint64_t len)
+{
+	if (stream_begin(req, status) == -1)
+		return;
+	req->chunked = 0;
+	if (!req->body_done)
+		req->keep_alive = 0;
+	write_head(req, status, ctype, (int64_t)len);
+}
+
+void
+http_reply_upgrade(struct http_req *req)
+{
+	if (req_replied(req, 101))
+		return;
+	req->routed = 1;
+	req->resp = RESP_STREAMING;
+	req->status = 101;
+	if (req->conn == NULL || !req->body_done) {
+		/* Bytes after a request body are not the tunnel's: nothing to switch to. */
+		if (req->conn != NULL)
+			req->keep_alive = 0;
+		return;
+	}
+	req->tunnel = 1;
+	req->chunked = 0;
+	req->keep_alive = 0;	/* the end of the tunnel is the end of the connection */
+	write_head(req, 101, NULL, -1);
+	bufferevent_flush(req->conn->bev, EV_WRITE, BEV_FLUSH);
+	/* The client may have sent its first bytes with the head: hand them over from the loop. */
+	if (evbuffer_get_length(bufferevent_get_input(req->conn->bev)) > 0)
+		bufferevent_trigger(req->conn->bev, EV_READ,
+		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 void
@@ -495,6 +642,16 @@ http_reply_end(struct http_req *req)
 		return;
 	if (req->conn != NULL && req->chunked)
 		evbuffer_add(bufferevent_get_output(req->conn->bev), "0\r\n\r\n", 5);
+	resp_ended(req);
+}
+
+void
+http_reply_abort(struct http_req *req)
+{
+	if (req->resp != RESP_STREAMING)
+		return;
+	/* No last chunk, and the connection closes once the rest is out. */
+	req->keep_alive = 0;
 	resp_ended(req);
 }
 
@@ -553,10 +710,11 @@ req_abandon(struct http_req *req)
 	req->close_cb = NULL;
 	if (req->heartbeat != NULL)
 		event_del(req->heartbeat);
+	/* Callers hold a reference or the link, so this put never frees. */
 	if (cb != NULL) {
-		req->refs++;
+		ref_get(&req->ref);
 		cb(req, req->close_arg);
-		req->refs--;
+		req_put(req);
 	}
 }
 
@@ -594,6 +752,9 @@ conn_deadline(const struct http_conn *conn, const char **why)
 	case CONN_BODY:
 		*why = "request body below the minimum rate";
 		return conn->paused_at_ms != 0 ? UINT64_MAX : conn->body_deadline_ms;
+	case CONN_LINGER:
+		*why = "lingering close";
+		return conn->head_t0_ms + HTTP_LINGER_S * 1000;
 	case CONN_BUSY:
 		break;
 	}
@@ -636,11 +797,10 @@ conn_expire(struct http_conn *conn, const char *why)
 	/* A body cut short is answered, so the client knows why (as for 413). */
 	if (conn->phase == CONN_BODY && req != NULL && req->resp == RESP_NONE) {
 		log_debug("http %s: %s", conn->peer, why);
-		req->refs++;
-		http_reply_error(req, 408, "timeout", "%s", why);
+		ref_get(&req->ref);
+		srv_reply_error(req, 408, "timeout", why);
 		req_abandon(req);
-		req->refs--;
-		req_maybe_free(req);
+		req_put(req);
 		return;
 	}
 	conn_close(conn, why);
@@ -676,9 +836,9 @@ conn_set_phase(struct http_conn *conn, enum conn_phase phase)
 {
 	uint64_t now = monotonic_ms();
 
-	if (conn->dead)
+	if (ref_dead(&conn->ref))
 		return;
-	if (phase == CONN_HEAD || phase == CONN_IDLE) {
+	if (phase == CONN_HEAD || phase == CONN_IDLE || phase == CONN_LINGER) {
 		/* Oldest first: the position is kept from IDLE into HEAD. */
 		if (!conn->sheddable) {
 			conn->since_ms = now;
@@ -690,7 +850,7 @@ conn_set_phase(struct http_conn *conn, enum conn_phase phase)
 	} else
 		conn_shed_unlink(conn);
 	conn->phase = phase;
-	if (phase == CONN_HEAD)
+	if (phase == CONN_HEAD || phase == CONN_LINGER)
 		conn->head_t0_ms = now;
 	else if (phase == CONN_BODY) {
 		conn->body_deadline_ms = now + conn->srv->lim.body_grace_ms;
@@ -726,7 +886,7 @@ conn_body_paused(struct http_conn *conn, int paused)
 {
 	uint64_t now = monotonic_ms();
 
-	if (conn->dead || conn->phase != CONN_BODY || (paused != 0) == (conn->paused_at_ms != 0))
+	if (ref_dead(&conn->ref) || conn->phase != CONN_BODY || (paused != 0) == (conn->paused_at_ms != 0))
 		return;
 	if (paused)
 		conn->paused_at_ms = now != 0 ? now : 1;
@@ -891,6 +1051,7 @@ http_limits_default(struct http_limits *lim)
 	lim->body_grace_ms = HTTP_BODY_GRACE_S * 1000;
 	lim->body_min_rate = HTTP_BODY_MIN_RATE;
 	lim->body_credit_ms = HTTP_BODY_CREDIT_S * 1000;
+	lim->write_ms = HTTP_WRITE_TIMEOUT_S * 1000;
 }
 
 static unsigned
@@ -914,6 +1075,7 @@ http_server_set_limits(struct http_server *srv, const struct http_limits *lim)
 	l->body_credit_ms = clamp(l->body_credit_ms, 1, 3600 * 1000);
 	/* The credit cap must not pull the first deadline in (conn_arm relies on it). */
 	l->body_grace_ms = clamp(l->body_grace_ms, 1, l->body_credit_ms);
+	l->write_ms = clamp(l->write_ms, 0, 3600 * 1000);
 }
 
 /* --- connections ------------------------------------------------------ */
@@ -924,17 +1086,16 @@ conn_close(struct http_conn *conn, const char *why)
 	struct http_server *srv = conn->srv;
 	struct http_req *req = conn->req;
 
-	if (conn->dead)
+	if (ref_kill(&conn->ref))
 		return;
 	if (why != NULL)
 		log_debug("http %s: close: %s", conn->peer, why);
-	conn->dead = 1;
 	if (req != NULL) {
 		conn->req = NULL;
 		req->conn = NULL;
 		if (req->resp != RESP_ENDED)
 			req_abandon(req);
-		req_maybe_free(req);
+		req_detach(req);
 	}
 	bufferevent_free(conn->bev);
 	conn->bev = NULL;
@@ -955,8 +1116,7 @@ conn_close(struct http_conn *conn, const char *why)
 			evconnlistener_enable(l->lev);
 		srv->accept_paused = 0;
 	}
-	if (!conn->dispatching)
-		free(conn);
+	conn_put(conn);
 }
 
 /* Answer a protocol error and close after flushing. */
@@ -964,15 +1124,18 @@ static void
 conn_fail(struct http_conn *conn, int status, const char *why)
 {
 	struct evbuffer *out = bufferevent_get_output(conn->bev);
-	char body[512];
-	int n;
+	http_error_fn fn = conn->srv->error_body != NULL ? conn->srv->error_body : default_error_body;
+	json_t *j = fn(status, http_error_code(status), why);
+	char *body = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
 
-	n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"bad_request\",\"message\":\"%s\"}}",
-	    why);
+	json_decref(j);
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nServer: airlock\r\nContent-Type: "
-	    "application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-	    status, http_status_text(status), n, body);
+	    "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+	    status, http_status_text(status), body != NULL ? strlen(body) : 0,
+	    body != NULL ? body : "");
+	free(body);
 	conn->closing = 1;
+	conn->linger = 1;
 	bufferevent_disable(conn->bev, EV_READ);
 }
 
@@ -983,7 +1146,8 @@ body_sink(void *arg, const char *data, size_t n)
 
 	if (req->mode == HTTP_BODY_BUFFER)
 		evbuffer_add(req->body, data, n);
-	else if (req->body_cb != NULL && !req->closed)
+	/* Once answered (req->conn gone) the rest of the body is not the handler's. */
+	else if (req->body_cb != NULL && !req->closed && req->conn != NULL)
 		req->body_cb(req, data, n, req->cb_arg);
 }
 
@@ -1016,7 +1180,7 @@ conn_read_body(struct http_conn *conn)
 	char *cause = NULL;
 
 	/* Handlers called from here may reply and detach req: hold it. */
-	req->refs++;
+	ref_get(&req->ref);
 	while (req->conn != NULL && !req->body_done && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		enum http_body_state st;
@@ -1031,8 +1195,11 @@ conn_read_body(struct http_conn *conn)
 		if (st == HTTP_BODY_ERROR) {
 			int status = strstr(cause, "too large") ? 413 : 400;
 			if (req->resp == RESP_NONE) {
-				http_reply_error(req, status, status == 413 ? "too_large" : "bad_request",
-				    "request body: %s", cause);
+				char msg[1100];
+
+				snprintf(msg, sizeof(msg), "request body: %s", cause);
+				srv_reply_error(req, status, http_error_code(status),
+				    msg);
 				req_abandon(req);
 			} else
 				conn_close(conn, cause);
@@ -1042,11 +1209,33 @@ conn_read_body(struct http_conn *conn)
 		if (st == HTTP_BODY_DONE)
 			req_body_complete(req);
 		/* The stream handler may pause us for back-pressure. */
-		if (conn->dead || !(bufferevent_get_enabled(conn->bev) & EV_READ))
+		if (ref_dead(&conn->ref) || !(bufferevent_get_enabled(conn->bev) & EV_READ))
 			break;
 	}
-	req->refs--;
-	req_maybe_free(req);
+	req_put(req);
+}
+
+/* After a 101: the client's bytes go to the stream handler as they are. */
+static void
+conn_read_tunnel(struct http_conn *conn)
+{
+	struct http_req *req = conn->req;
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+
+	ref_get(&req->ref);
+	while (req->conn != NULL && !req->closed && evbuffer_get_length(in) > 0 &&
+	    (bufferevent_get_enabled(conn->bev) & EV_READ)) {
+		struct evbuffer_iovec v;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		if (req->body_cb != NULL)
+			req->body_cb(req, v.iov_base, v.iov_len, req->cb_arg);
+		if (ref_dead(&conn->ref))
+			break;
+		evbuffer_drain(in, v.iov_len);
+	}
+	req_put(req);
 }
 
 /* Start the next request from the input; -1 when no progress was possible. */
@@ -1074,6 +1263,7 @@ conn_new_request(struct http_conn *conn)
 		return -1;
 	}
 	evbuffer_drain(in, (size_t)n);
+	ref_init(&req->ref);
 	req->conn = conn;
 	conn->req = req;
 	memcpy(req->peer, conn->peer, sizeof(req->peer));
@@ -1082,7 +1272,7 @@ conn_new_request(struct http_conn *conn)
 	if (http_split_target(req->head.target, &req->path, &req->query) == -1) {
 		req->path = xstrdup("");
 		req->query = xstrdup("");
-		http_reply_error(req, 400, "bad_request", "malformed request target");
+		srv_reply_error(req, 400, "bad_request", "malformed request target");
 		return 0;
 	}
 	http_body_init(&req->dec, &req->head, 0);
@@ -1091,13 +1281,10 @@ conn_new_request(struct http_conn *conn)
 		req->body_done = 1;
 	else
 		conn_set_phase(conn, CONN_BODY);
-	req->refs++;
+	ref_get(&req->ref);
 	conn->srv->router(req, conn->srv->arg);
-	req->refs--;
-	if (req->conn == NULL) {	/* answered (or closed) in the router */
-		req_maybe_free(req);
+	if (req_put(req))	/* answered (or closed) in the router: detached */
 		return 0;
-	}
 	if (!req->routed) {
 		log_warnx("http %s %s %s: bug: the router set no handler", req->peer,
 		    req->head.method, req->head.target);
@@ -1109,10 +1296,9 @@ conn_new_request(struct http_conn *conn)
 	if (req->resp == RESP_NONE && req->head.expect_continue)
 		evbuffer_add_printf(bufferevent_get_output(conn->bev), "HTTP/1.1 100 Continue\r\n\r\n");
 	if (req->body_done) {
-		req->refs++;
+		ref_get(&req->ref);
 		req_body_complete(req);
-		req->refs--;
-		req_maybe_free(req);
+		req_put(req);
 	}
 	return 0;
 }
@@ -1124,7 +1310,8 @@ conn_process(struct http_conn *conn)
 	struct evbuffer *in;
 
 	conn->dispatching++;
-	while (!conn->dead && !conn->closing) {
+	ref_get(&conn->ref);
+	while (!ref_dead(&conn->ref) && !conn->closing) {
 		in = bufferevent_get_input(conn->bev);
 		if (conn->req == NULL) {
 			if (evbuffer_get_length(in) == 0)
@@ -1136,28 +1323,64 @@ conn_process(struct http_conn *conn)
 				break;	/* need more bytes, or failed */
 			continue;
 		}
+		if (conn->req->tunnel) {
+			conn_read_tunnel(conn);
+			break;
+		}
 		if (conn->req->body_done || evbuffer_get_length(in) == 0)
 			break;
 		conn_read_body(conn);
-		if (conn->dead || conn->req == NULL || conn->req->body_done ||
+		if (ref_dead(&conn->ref) || conn->req == NULL || conn->req->body_done ||
 		    !(bufferevent_get_enabled(conn->bev) & EV_READ))
 			continue;
 		break;
 	}
 	conn->dispatching--;
-	if (conn->dead && conn->dispatching == 0) {
-		free(conn);
+	if (conn_put(conn))
+		return;
+	if (conn->closing && conn->req == NULL &&
+	    evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+		conn_flushed(conn);
+}
+
+/*
+ * The last answer is out. After an early answer (an error on the head, a
+ * reply before the body was read) the client may still be sending:
+ * closing a socket with unread input makes the kernel reset the
+ * connection (TCP; a unix socket's peer gets ECONNRESET), which can lose
+ * the answer before the client reads it. So shut our side and discard
+ * what comes until the client closes too, for at most HTTP_LINGER_S
+ * (Apache's lingering close). Over TLS just close.
+ */
+static void
+conn_flushed(struct http_conn *conn)
+{
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+
+	if (!conn->linger || conn->srv->transport != NULL || conn->phase == CONN_LINGER) {
+		conn_close(conn, NULL);
 		return;
 	}
-	if (!conn->dead && conn->closing && conn->req == NULL &&
-	    evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (shutdown(bufferevent_getfd(conn->bev), SHUT_WR) == -1) {
 		conn_close(conn, NULL);
+		return;
+	}
+	conn_set_phase(conn, CONN_LINGER);
+	bufferevent_enable(conn->bev, EV_READ);
 }
 
 static void
 conn_readcb(struct bufferevent *bev, void *arg)
 {
-	conn_process(arg);
+	struct http_conn *conn = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	if (conn->phase == CONN_LINGER) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	conn_process(conn);
 }
 
 static void
@@ -1166,16 +1389,17 @@ conn_writecb(struct bufferevent *bev, void *arg)
 	struct http_conn *conn = arg;
 	struct http_req *req = conn->req;
 
+	if (conn->phase == CONN_LINGER)
+		return;
 	if (conn->closing && conn->req == NULL) {
-		conn_close(conn, NULL);
+		conn_flushed(conn);
 		return;
 	}
 	if (req != NULL && req->drain_cb != NULL && req->resp == RESP_STREAMING &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) < HTTP_OUTPUT_HIGH_WATER) {
-		req->refs++;
+		ref_get(&req->ref);
 		req->drain_cb(req, req->drain_arg);
-		req->refs--;
-		req_maybe_free(req);
+		req_put(req);
 	}
 }
 
@@ -1198,6 +1422,38 @@ conn_eventcb(struct bufferevent *bev, short what, void *arg)
  * total cap the server's oldest such connection does. Only when every
  * connection has a request in progress is the newcomer refused (503).
  */
+/* A unix peer of the one uid the server accepts (SO_PEERCRED); logged when not. */
+static int
+peer_uid_ok(struct http_server *srv, evutil_socket_t fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == -1) {
+		log_warn("http accept: SO_PEERCRED");
+		return 0;
+	}
+	if (uc.uid == srv->peer_uid)
+		return 1;
+	log_warnx("http accept: refused a peer of uid %u pid %d (only uid %u may connect)",
+	    (unsigned)uc.uid, (int)uc.pid, (unsigned)srv->peer_uid);
+	return 0;
+}
+
+void
+http_tcp_nodelay(int fd, int family)
+{
+	int one = 1;
+
+	/*
+	 * An answer is a head and a body, and TLS records: written in pieces.
+	 * With Nagle the second piece waits for the peer's delayed ACK (40 ms
+	 * on Linux) on every request of a kept-alive connection.
+	 */
+	if (family == AF_INET || family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 static void
 server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
@@ -1206,10 +1462,13 @@ server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *s
 	const struct http_limits *lim = &srv->lim;
 	struct http_addr_key key;
 	struct http_addr *a = NULL;
-	struct http_conn *conn;
 	char host[INET6_ADDRSTRLEN] = "?";
 	uint64_t now = monotonic_ms();
 
+	if (srv->peer_uid_set && !peer_uid_ok(srv, fd)) {
+		evutil_closesocket(fd);
+		return;
+	}
 	if (addr_key(sa, &key) == 0) {
 		a = addr_get(srv, &key);
 		a->nconns++;	/* counted now: shedding its others cannot free a */
@@ -1225,16 +1484,28 @@ server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *s
 		srv_refuse(srv, fd, a, 0, now);
 		return;
 	}
-	conn = xcalloc(1, sizeof(*conn));
-	conn->srv = srv;
-	conn->addr = a;
 	if (sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
 	else if (sa->sa_family == AF_UNIX)
 		snprintf(host, sizeof(host), "unix");
-	snprintf(conn->peer, sizeof(conn->peer), "%s", host);
+	if (srv->nodelay)
+		http_tcp_nodelay(fd, sa->sa_family);
+	(void)conn_start(srv, fd, a, host);
+}
+
+/* A connection on fd (owned: closed on failure), counted against a when set. */
+static int
+conn_start(struct http_server *srv, evutil_socket_t fd, struct http_addr *a, const char *peer)
+{
+	struct http_conn *conn = xcalloc(1, sizeof(*conn));
+	struct timeval write_tv;
+
+	ref_init(&conn->ref);
+	conn->srv = srv;
+	conn->addr = a;
+	snprintf(conn->peer, sizeof(conn->peer), "%s", peer);
 	if (srv->transport != NULL)
 		conn->bev = srv->transport(srv->base, fd, srv->transport_arg);
 	else
@@ -1252,15 +1523,48 @@ server_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *s
 			addr_put(a);
 		}
 		free(conn);
-		return;
+		return -1;
 	}
 	bufferevent_setcb(conn->bev, conn_readcb, conn_writecb, conn_eventcb, conn);
+	/*
+	 * Unread input is bounded: while a handler works (a stream, a slow
+	 * commit) a client may pipeline its next requests, and without a high
+	 * watermark every byte it sends would be read into memory. At the mark
+	 * libevent stops reading (TCP pushes back on the client) until
+	 * conn_process drains the buffer.
+	 */
+	bufferevent_setwatermark(conn->bev, EV_READ, 0, HTTP_INPUT_MAX);
 	/* Read deadlines are conn->timer's: bytes must not restart them. */
-	bufferevent_set_timeouts(conn->bev, NULL, &write_tv);
+	write_tv.tv_sec = (time_t)(srv->lim.write_ms / 1000);
+	write_tv.tv_usec = (suseconds_t)(srv->lim.write_ms % 1000) * 1000;
+	bufferevent_set_timeouts(conn->bev, NULL, srv->lim.write_ms != 0 ? &write_tv : NULL);
 	TAILQ_INSERT_TAIL(&srv->conns, conn, entry);
 	srv->nconns++;
 	conn_set_phase(conn, CONN_HEAD);	/* the first head counts from accept */
 	bufferevent_enable(conn->bev, EV_READ);
+	return 0;
+}
+
+int
+http_server_adopt(struct http_server *srv, evutil_socket_t fd, const char *peer)
+{
+	if (srv->nconns >= srv->lim.conns_max) {
+		srv->refused++;
+		srv_log_limits(srv, monotonic_ms());
+		evutil_closesocket(fd);
+		return -1;
+	}
+	if (evutil_make_socket_nonblocking(fd) == -1) {
+		evutil_closesocket(fd);
+		return -1;
+	}
+	return conn_start(srv, fd, NULL, peer);
+}
+
+void
+http_server_set_error_body(struct http_server *srv, http_error_fn fn)
+{
+	srv->error_body = fn;
 }
 
 static void
@@ -1309,12 +1613,11 @@ http_server_new(struct event_base *base, http_router_cb router, void *arg)
 }
 
 int
-http_server_listen(struct http_server *srv, const char *host, int port, char **cause)
+http_listen_socket(const char *host, int port, char **cause)
 {
 	struct sockaddr_storage ss;
-	struct http_listener *l;
-	socklen_t sslen = sizeof(ss);
-	int len = sizeof(ss);
+	socklen_t len = sizeof(ss);
+	int fd, on = 1;
 
 	memset(&ss, 0, sizeof(ss));
 	if (port < 0 || port > 65535) {
@@ -1333,22 +1636,67 @@ http_server_listen(struct http_server *srv, const char *host, int port, char **c
 		cause_set(cause, "listen: \"%s\" is not an IPv4 or IPv6 address", host);
 		return -1;
 	}
-	l = xcalloc(1, sizeof(*l));
-	l->lev = evconnlistener_new_bind(srv->base, server_accept, srv,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-	    HTTP_LISTEN_BACKLOG,
-	    (struct sockaddr *)&ss, len);
-	if (l->lev == NULL) {
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == -1 ||
+	    bind(fd, (struct sockaddr *)&ss, len) == -1 || listen(fd, HTTP_LISTEN_BACKLOG) == -1) {
 		cause_set(cause, "listen on %s:%d: %s", host, port, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+http_server_listen_fd(struct http_server *srv, int fd, char **cause)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct http_listener *l;
+
+	if (evutil_make_socket_nonblocking(fd) == -1 || evutil_make_socket_closeonexec(fd) == -1) {
+		cause_set(cause, "listening socket %d: %s", fd, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	l = xcalloc(1, sizeof(*l));
+	l->lev = evconnlistener_new(srv->base, server_accept, srv,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (l->lev == NULL) {
+		cause_set(cause, "listening socket %d: %s", fd, strerror(errno));
+		close(fd);
 		free(l);
 		return -1;
 	}
 	evconnlistener_set_error_cb(l->lev, server_accept_error);
-	if (getsockname(evconnlistener_get_fd(l->lev), (struct sockaddr *)&ss, &sslen) == 0)
+	memset(&ss, 0, sizeof(ss));
+	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
 		l->port = ntohs(ss.ss_family == AF_INET6 ?
 		    ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
 	TAILQ_INSERT_TAIL(&srv->listeners, l, entry);
 	return 0;
+}
+
+int
+http_server_listen(struct http_server *srv, const char *host, int port, char **cause)
+{
+	int fd = http_listen_socket(host, port, cause);
+
+	return fd == -1 ? -1 : http_server_listen_fd(srv, fd, cause);
+}
+
+void
+http_server_set_nodelay(struct http_server *srv)
+{
+	srv->nodelay = 1;
+}
+
+void
+http_server_set_peer_uid(struct http_server *srv, uid_t uid)
+{
+	srv->peer_uid_set = 1;
+	srv->peer_uid = uid;
 }
 
 int

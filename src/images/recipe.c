@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "common/digest.h"
+#include "common/paths.h"
 #include "common/util.h"
 #include "images/recipe.h"
 
@@ -16,8 +18,9 @@
 
 static const char *const recipe_top_fields[] = {
 	"name", "description", "from", "packages", "user", "files", "env", "run",
-	"start", "workdir", "disk_size_mb", NULL
+	"start", "ready", "workdir", "disk_size_mb", "template", "allow", "step_timeout_s", NULL
 };
+static const char *const recipe_ready_fields[] = { "port", "cmd", "timeout_s", NULL };
 static const char *const recipe_from_fields[] = { "distro", "suite", "variant", "mirror", NULL };
 static const char *const recipe_user_fields[] = { "name", "uid", "sudo", NULL };
 static const char *const recipe_file_fields[] = { "src", "dst", "mode", NULL };
@@ -166,6 +169,14 @@ parse_from(json_t *root, struct recipe *r, char **cause)
 {
 	json_t *from = json_object_get(root, "from");
 
+	if (from == NULL && json_object_get(root, "template") != NULL) {
+		/* On a template: nothing is bootstrapped; the mirror is the default allowlist. */
+		r->distro = xstrdup("debian");
+		r->suite = xstrdup("bookworm");
+		r->variant = xstrdup("minbase");
+		r->mirror = xstrdup("http://deb.debian.org/debian");
+		return 0;
+	}
 	if (from == NULL) {
 		cause_set(cause, "from: required (e.g. {\"distro\":\"debian\",\"suite\":\"bookworm\"})");
 		return -1;
@@ -428,6 +439,120 @@ parse_run(json_t *root, struct recipe *r, char **cause)
 	return 0;
 }
 
+/* Run-step settings: the base template, the network allowlist, the time limit. */
+static int
+parse_steps(json_t *root, struct recipe *r, char **cause)
+{
+	json_t *t = json_object_get(root, "template"), *a = json_object_get(root, "allow"), *v;
+	json_t *to = json_object_get(root, "step_timeout_s");
+	const char *s;
+	size_t i;
+
+	if (t != NULL) {
+		if (!json_is_string(t) || !paths_valid_name(json_string_value(t))) {
+			cause_set(cause, "template: must be a template name ([a-z0-9][a-z0-9._-]*)");
+			return -1;
+		}
+		if (json_object_get(root, "from") != NULL ||
+		    json_object_get(root, "packages") != NULL) {
+			cause_set(cause, "template: a recipe on a template has no \"from\" or "
+			    "\"packages\" (install them with run steps)");
+			return -1;
+		}
+		r->base_template = xstrdup(json_string_value(t));
+	}
+	if (a != NULL) {
+		if (!json_is_array(a) || json_array_size(a) > RECIPE_ALLOW_MAX) {
+			cause_set(cause, "allow: must be an array of at most %d host names",
+			    RECIPE_ALLOW_MAX);
+			return -1;
+		}
+		r->allow = xcalloc(json_array_size(a) + 1, sizeof(char *));
+		json_array_foreach(a, i, v) {
+			s = json_string_value(v);
+			if (s == NULL || *s == '\0' || strlen(s) > 253 || strspn(s,
+			    "abcdefghijklmnopqrstuvwxyz0123456789.-*") != strlen(s)) {
+				cause_set(cause, "allow[%zu]: must be a lowercase host name "
+				    "(\"*.example.com\" for subdomains)", i);
+				return -1;
+			}
+			r->allow[r->nallow++] = xstrdup(s);
+		}
+	}
+	r->step_timeout_s = RECIPE_STEP_TIMEOUT_S_DEFAULT;
+	if (to != NULL) {
+		if (!json_is_integer(to) || json_integer_value(to) < 1 ||
+		    json_integer_value(to) > RECIPE_STEP_TIMEOUT_S_MAX) {
+			cause_set(cause, "step_timeout_s: must be an integer in 1..%d",
+			    RECIPE_STEP_TIMEOUT_S_MAX);
+			return -1;
+		}
+		r->step_timeout_s = (unsigned)json_integer_value(to);
+	}
+	return 0;
+}
+
+/*
+ * start and ready: what the agent starts at boot and how it knows the
+ * service is up (docs/templates.md "Start command"). Both are guest
+ * commands run by /bin/sh -c as the template's user; only their shape is
+ * checked here.
+ */
+static int
+parse_start(json_t *root, struct recipe *r, char **cause)
+{
+	json_t *rd = json_object_get(root, "ready"), *port, *tmo;
+
+	if (get_string(root, "start", "", 0, &r->start, cause) == -1)
+		return -1;
+	if (r->start != NULL && (*r->start == '\0' || strpbrk(r->start, "\n\r") != NULL)) {
+		cause_set(cause, "start: must be a non-empty one-line command");
+		return -1;
+	}
+	r->ready_timeout_s = RECIPE_READY_TIMEOUT_DEFAULT;
+	if (rd == NULL)
+		return 0;
+	if (r->start == NULL) {
+		cause_set(cause, "ready: needs a start command (\"start\")");
+		return -1;
+	}
+	if (!json_is_object(rd)) {
+		cause_set(cause, "ready: must be an object {port | cmd, timeout_s}");
+		return -1;
+	}
+	if (check_fields(rd, "ready", recipe_ready_fields, cause) == -1 ||
+	    get_string(rd, "cmd", "ready.", 0, &r->ready_cmd, cause) == -1)
+		return -1;
+	port = json_object_get(rd, "port");
+	if ((port == NULL) == (r->ready_cmd == NULL)) {
+		cause_set(cause, "ready: exactly one of port (a guest TCP port that accepts) or "
+		    "cmd (a command that exits 0)");
+		return -1;
+	}
+	if (port != NULL && (!json_is_integer(port) || json_integer_value(port) < 1 ||
+	    json_integer_value(port) > 65535)) {
+		cause_set(cause, "ready.port: must be an integer in 1..65535");
+		return -1;
+	}
+	if (port != NULL)
+		r->ready_port = (unsigned)json_integer_value(port);
+	if (r->ready_cmd != NULL && (*r->ready_cmd == '\0' ||
+	    strpbrk(r->ready_cmd, "\n\r") != NULL)) {
+		cause_set(cause, "ready.cmd: must be a non-empty one-line command");
+		return -1;
+	}
+	if ((tmo = json_object_get(rd, "timeout_s")) != NULL) {
+		if (!json_is_integer(tmo) || json_integer_value(tmo) < 1 ||
+		    json_integer_value(tmo) > RECIPE_READY_TIMEOUT_MAX) {
+			cause_set(cause, "ready.timeout_s: must be an integer in 1..%d",
+			    RECIPE_READY_TIMEOUT_MAX);
+			return -1;
+		}
+		r->ready_timeout_s = (unsigned)json_integer_value(tmo);
+	}
+	return 0;
+}
+
 static int
 parse_disk(json_t *root, struct recipe *r, char **cause)
 {
@@ -474,10 +599,10 @@ recipe_parse(const char *text, size_t len, const char *base_dir, struct recipe *
 	if (parse_from(root, r, cause) == -1 || parse_packages(root, r, cause) == -1 ||
 	    parse_user(root, r, cause) == -1 || parse_files(root, base_dir, r, cause) == -1 ||
 	    parse_env(root, r, cause) == -1 || parse_run(root, r, cause) == -1 ||
-	    parse_disk(root, r, cause) == -1)
+	    parse_disk(root, r, cause) == -1 || parse_steps(root, r, cause) == -1 ||
+	    parse_start(root, r, cause) == -1)
 		goto out;
-	if (get_string(root, "start", "", 0, &r->start, cause) == -1 ||
-	    get_string(root, "workdir", "", 0, &wd, cause) == -1)
+	if (get_string(root, "workdir", "", 0, &wd, cause) == -1)
 		goto out;
 	if (wd != NULL && (r->workdir = recipe_guest_path(wd)) == NULL) {
 		cause_set(cause, "workdir: \"%s\" must be an absolute path without . or ..", wd);
@@ -544,7 +669,12 @@ recipe_free(struct recipe *r)
 		free(r->run[i]);
 	free(r->run);
 	free(r->start);
+	free(r->ready_cmd);
 	free(r->workdir);
+	free(r->base_template);
+	for (i = 0; i < r->nallow; i++)
+		free(r->allow[i]);
+	free(r->allow);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -15,6 +15,11 @@
 #define RECIPE_DISK_MB_MIN	256
 #define RECIPE_DISK_MB_MAX	(1024 * 1024)
 #define RECIPE_DISK_MB_DEFAULT	4096
+#define RECIPE_ALLOW_MAX	64
+#define RECIPE_STEP_TIMEOUT_S_DEFAULT	1800
+#define RECIPE_STEP_TIMEOUT_S_MAX	(6 * 3600)
+#define RECIPE_READY_TIMEOUT_DEFAULT	120	/* s from boot to ready */
+#define RECIPE_READY_TIMEOUT_MAX	3600
 
 struct recipe_file {
 	char		*src;		/* absolute on the host (resolved against the recipe dir) */
@@ -44,8 +49,17 @@ struct recipe {
 	char			**run;
 	size_t			 nrun;
 	char			*start;		/* start command, NULL for none */
+	char			*start_user;	/* who runs it (an image's USER); NULL: user_name, else root */
+	unsigned		 ready_port;	/* ready when this guest port accepts, or */
+	char			*ready_cmd;	/* ... when this exits 0; neither: once started */
+	unsigned		 ready_timeout_s;	/* boot to ready, else the create fails */
 	char			*workdir;
 	unsigned		 disk_size_mb;
+	/* Run steps (images/template_steps.h): */
+	char			*base_template;	/* "template": build on this one, no debootstrap */
+	char			**allow;	/* hosts run steps may reach; none: the mirror's */
+	size_t			 nallow;
+	unsigned		 step_timeout_s;
 	char			 sha256[65];	/* of the recipe file bytes */
 };
 

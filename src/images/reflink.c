@@ -12,36 +12,59 @@
 #include "images/reflink.h"
 
 int
+reflink_fds(int in, int out, const char *src, const char *dst, char **cause)
+{
+	int e;
+
+	if (ioctl(out, FICLONE, in) == -1) {
+		e = errno;
+		cause_set(cause, "reflink %s to %s: %s%s", src, dst, strerror(e),
+		    e == EOPNOTSUPP || e == EXDEV || e == EINVAL ?
+		    " (the data dir must be on btrfs or XFS with reflink; make up creates one)" : "");
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+int
+reflink_fd(int in, const char *src, const char *dst, char **cause)
+{
+	int out, e;
+
+	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1) {
+		cause_set(cause, "create %s: %s", dst, strerror(errno));
+		return -1;
+	}
+	if (reflink_fds(in, out, src, dst, cause) == -1) {
+		e = errno;
+		close(out);
+		unlink(dst);
+		errno = e;
+		return -1;
+	}
+	if (close(out) == -1) {
+		e = errno;
+		cause_set(cause, "close %s: %s", dst, strerror(e));
+		unlink(dst);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+int
 reflink_copy(const char *src, const char *dst, char **cause)
 {
-	int in, out;
+	int in, rc;
 
 	if ((in = open(src, O_RDONLY | O_CLOEXEC)) == -1) {
 		cause_set(cause, "open %s: %s", src, strerror(errno));
 		return -1;
 	}
-	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1) {
-		cause_set(cause, "create %s: %s", dst, strerror(errno));
-		close(in);
-		return -1;
-	}
-	if (ioctl(out, FICLONE, in) == -1) {
-		int e = errno;
-		cause_set(cause, "reflink %s to %s: %s%s", src, dst, strerror(e),
-		    e == EOPNOTSUPP || e == EXDEV || e == EINVAL ?
-		    " (the data dir must be on btrfs or XFS with reflink; make up creates one)" : "");
-		close(out);
-		close(in);
-		unlink(dst);
-		return -1;
-	}
+	rc = reflink_fd(in, src, dst, cause);
 	close(in);
-	if (close(out) == -1) {
-		cause_set(cause, "close %s: %s", dst, strerror(errno));
-		unlink(dst);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 int

@@ -1,5 +1,4 @@
 /* Sandbox directories, jail uid allocation, CoW rootfs, space checks. */
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -10,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <linux/fs.h>
 
 #include "common/paths.h"
 #include "common/util.h"
@@ -204,7 +201,7 @@ stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src, const 
     char **cause)
 {
 	struct stat st;
-	int in, out;
+	int in, rc;
 
 	if ((in = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1) {
 		cause_set(cause, "open %s: %s", src, errno == ELOOP ?
@@ -217,28 +214,27 @@ stor_reflink_from_sandbox(const struct stor_sandbox *ss, const char *src, const 
 		close(in);
 		return -1;
 	}
-	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) == -1) {
-		cause_set(cause, "create %s: %s", dst, strerror(errno));
-		close(in);
-		return -1;
-	}
-	if (ioctl(out, FICLONE, in) == -1) {
-		if (errno == ENOSPC)
-			stor_space_cause(cause, "reflink");
-		else
-			cause_set(cause, "reflink %s to %s: %s", src, dst, strerror(errno));
-		close(out);
-		close(in);
-		unlink(dst);
-		return -1;
+	rc = reflink_fd(in, src, dst, cause);
+	if (rc == -1 && errno == ENOSPC && cause != NULL) {
+		free(*cause);
+		*cause = NULL;
+		stor_space_cause(cause, "reflink");
 	}
 	close(in);
-	if (close(out) == -1) {
-		cause_set(cause, "close %s: %s", dst, strerror(errno));
-		unlink(dst);
-		return -1;
-	}
-	return 0;
+	return rc;
+}
+
+void
+stor_writeback_start(const struct stor_sandbox *ss, const char *path)
+{
+	struct stat st;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ss->ss_uid)
+		(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	close(fd);
 }
 
 /* Fill the paths of sandbox name (memory only). */

@@ -88,6 +88,13 @@ int stor_floor_check(uint64_t floor_bytes, const char *what, char **cause);
 int stor_give(const struct stor_sandbox *ss, const char *path, mode_t mode, char **cause);
 
 /*
+ * Start writeback of a sandbox file's dirty pages (its RAM file) without
+ * waiting, checked as stor_reflink_from_sandbox checks: a reflink flushes
+ * what is still dirty, so starting ahead of a snapshot's stop leaves less
+ * to flush while the guest is stopped. Best effort: errors are ignored.
+ */
+void stor_writeback_start(const struct stor_sandbox *ss, const char *path);
+/*
  * Reflink a file out of the sandbox's vm/ dir (snapshots). The VMM can
  * write there, so the source must be a regular file owned by the sandbox
  * uid, opened without following symlinks: never e.g. the CA key.

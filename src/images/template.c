@@ -36,6 +36,21 @@ bad:
 	return -1;
 }
 
+int
+template_kernel_paths(struct template_paths *tp, char **cause)
+{
+	memset(tp, 0, sizeof(*tp));
+	tp->kernel = paths_data("kernel/current/vmlinux");
+	tp->initrd = paths_data("kernel/current/initramfs.cpio");
+	if (access(tp->kernel, R_OK) == -1 || access(tp->initrd, R_OK) == -1) {
+		cause_set(cause, "guest kernel or initramfs missing under %s/kernel/current "
+		    "(run make up or scripts/kernel.sh)", paths_data_dir());
+		template_paths_free(tp);
+		return -1;
+	}
+	return 0;
+}
+
 void
 template_paths_free(struct template_paths *tp)
 {

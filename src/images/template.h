@@ -11,6 +11,8 @@ struct template_paths {
 
 /* Resolve and check that every file exists; the cause says which is missing. */
 int template_paths(const char *name, struct template_paths *tp, char **cause);
+/* Only kernel and initrd (rootfs and meta NULL): a template build's VM. */
+int template_kernel_paths(struct template_paths *tp, char **cause);
 void template_paths_free(struct template_paths *tp);
 
 #endif

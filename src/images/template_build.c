@@ -1,8 +1,10 @@
 /*
  * Template builds. debootstrap runs on the host (Debian's own packages and
- * maintainer scripts, from the configured mirror); recipe "run" steps would
- * be arbitrary commands and must run inside a build microVM, never as host
- * root, so they are refused until the VM engine can host them.
+ * maintainer scripts, from the configured mirror); recipe "run" steps are
+ * arbitrary commands and run only inside a build microVM, never as host
+ * root: with opts.stage this file builds the bootable base image (the
+ * recipe without its run steps) into the step cache and stops there, and
+ * airlockd's api_tbuild.c boots it and runs the steps.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,12 +22,16 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subproc.h"
+#include "common/digest.h"
 #include "common/util.h"
 #include "images/template_build.h"
+#include "images/template_steps.h"
 
 #define TB_STEPS		7
+#define TB_STAGE_STEPS		5	/* check, debootstrap, copy, configure, mkfs */
 #define TB_BUNDLE		"/etc/ssl/certs/ca-certificates.crt"
 #define TB_AGENT_PATH		"/usr/local/bin/airlock-agent"
+#define TB_START_PATH		"/etc/airlock/start.json"	/* agent.h AGENT_START_FILE */
 
 struct tb {
 	const struct recipe			*r;
@@ -38,7 +44,8 @@ struct tb {
 	char	 agent_sha[65];
 	char	 ca_sha[65];	/* the airlock CA the image trusts */
 	char	 boot_key[65];
-	int	 step;
+	char	 base_key[65];	/* stage: the base image's step-cache key */
+	int	 step, nsteps;
 };
 
 static void
@@ -51,7 +58,7 @@ tb_progress(struct tb *tb, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (tb->o->progress != NULL)
-		tb->o->progress(tb->o->progress_arg, tb->step, TB_STEPS, msg);
+		tb->o->progress(tb->o->progress_arg, tb->step, tb->nsteps, msg);
 }
 
 char *
@@ -438,6 +445,45 @@ tb_copy_file(struct tb *tb, const char *src, const char *guest, mode_t mode, cha
 	return rc;
 }
 
+/*
+ * The start command's config for the agent (agent_start.c reads it at
+ * boot): who runs it where, and how it is known to be ready.
+ */
+static json_t *
+tb_start_json(const struct recipe *r)
+{
+	json_t *j, *ready = json_null();
+
+	if (r->start == NULL)
+		return NULL;
+	if (r->ready_port != 0)
+		ready = json_pack("{s:i}", "port", (int)r->ready_port);
+	else if (r->ready_cmd != NULL)
+		ready = json_pack("{s:s}", "cmd", r->ready_cmd);
+	j = json_pack("{s:i,s:s,s:s,s:o,s:i}", "format", 1, "cmd", r->start,
+	    "user", r->start_user ? r->start_user : r->user_name ? r->user_name : "root", "ready", ready,
+	    "timeout_s", (int)r->ready_timeout_s);
+	if (r->workdir != NULL)
+		json_object_set_new(j, "cwd", json_string(r->workdir));
+	return j;
+}
+
+static int
+tb_start(struct tb *tb, char **cause)
+{
+	json_t *j = tb_start_json(tb->r);
+	char *text;
+	int rc;
+
+	if (j == NULL)
+		return 0;
+	text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(j);
+	rc = tb_write(tb, TB_START_PATH, text, 0644, 0, 0, cause);
+	free(text);
+	return rc;
+}
+
 static int
 tb_customize(struct tb *tb, char **cause)
 {
@@ -501,7 +547,8 @@ tb_customize(struct tb *tb, char **cause)
 		free(env);
 		env = s;
 	}
-	if (tb_write(tb, "/etc/airlock/env", env, 0644, 0, 0, cause) == -1)
+	if (tb_write(tb, "/etc/airlock/env", env, 0644, 0, 0, cause) == -1 ||
+	    tb_start(tb, cause) == -1)
 		goto bad;
 	free(env);
 	return 0;
@@ -532,11 +579,10 @@ tb_mkfs(struct tb *tb, char **cause)
 }
 
 static json_t *
-tb_metadata(struct tb *tb, const char *name)
+tb_metadata(struct tb *tb, const char *name, json_t *extra)
 {
 	const struct recipe *r = tb->r;
 	json_t *m, *pk, *env;
-	struct stat st;
 	char when[32];
 	time_t now = time(NULL);
 	size_t i;
@@ -554,40 +600,65 @@ tb_metadata(struct tb *tb, const char *name)
 	    "agent_sha256", tb->agent_sha, "distro", r->suite,
 	    "packages", pk, "env", env, "disk_size_mb", (json_int_t)r->disk_size_mb);
 	json_object_set_new(m, "ca_sha256", json_string(tb->ca_sha));
+	/* What the recipe's files held (make prepare rebuilds when one changed). */
+	{
+		json_t *files = json_object();
+		char sum[65];
+
+		for (i = 0; i < r->nfiles; i++)
+			if (sha256_file_hex(r->files[i].src, sum, NULL) == 0)
+				json_object_set_new(files, r->files[i].dst, json_string(sum));
+		json_object_set_new(m, "files_sha256", files);
+	}
 	json_object_set_new(m, "user", r->user_name ? json_string(r->user_name) : json_null());
 	json_object_set_new(m, "start", r->start ? json_string(r->start) : json_null());
+	/* airlockd waits up to timeout_s for /init (sbm_boot.c): the agent answers once ready. */
+	json_object_set_new(m, "start_config", r->start ? tb_start_json(r) : json_null());
 	json_object_set_new(m, "workdir", r->workdir ? json_string(r->workdir) :
 	    r->user_name ? json_sprintf("/home/%s", r->user_name) : json_string("/"));
-	if (stat(tb->image, &st) == 0) {
-		json_object_set_new(m, "image_size_bytes", json_integer(st.st_size));
-		json_object_set_new(m, "image_allocated_bytes",
-		    json_integer((json_int_t)st.st_blocks * 512));
-	}
+	if (extra != NULL)
+		json_object_update(m, extra);
 	return m;
 }
 
 /* Move the finished build into templates/<name>, keeping the old one until then. */
 static int
-tb_install(struct tb *tb, const char *name, char **cause)
+tb_install(struct tb *tb, const char *name, json_t *extra, char **cause)
 {
-	char *dst, *meta, *old, *newdir, *img, *text;
 	json_t *m;
-	int rc = -1;
+	int rc;
 
 	tb_progress(tb, "install template \"%s\"", name);
-	m = tb_metadata(tb, name);
-	text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
+	m = tb_metadata(tb, name, extra);
+	rc = template_install(name, tb->workdir, tb->image, m, cause);
 	json_decref(m);
-	xasprintf(&newdir, "%s/new", tb->workdir);
+	return rc;
+}
+
+int
+template_install(const char *name, const char *workdir, const char *image, json_t *m,
+    char **cause)
+{
+	char *dst, *meta, *old, *newdir, *img, *text;
+	struct stat st;
+	int rc = -1;
+
+	if (stat(image, &st) == 0) {
+		json_object_set_new(m, "image_size_bytes", json_integer(st.st_size));
+		json_object_set_new(m, "image_allocated_bytes",
+		    json_integer((json_int_t)st.st_blocks * 512));
+	}
+	text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
+	xasprintf(&newdir, "%s/new", workdir);
 	xasprintf(&meta, "%s/template.json", newdir);
 	xasprintf(&img, "%s/rootfs.ext4", newdir);
 	dst = paths_data("templates/%s", name);
-	xasprintf(&old, "%s/old", tb->workdir);
+	xasprintf(&old, "%s/old", workdir);
 	if (mkdir(newdir, 0755) == -1) {
 		cause_set(cause, "mkdir %s: %s", newdir, strerror(errno));
 		goto out;
 	}
-	if (rename(tb->image, img) == -1) {
+	if (rename(image, img) == -1) {
 		cause_set(cause, "rename %s: %s", img, strerror(errno));
 		goto out;
 	}
@@ -625,8 +696,61 @@ out:
 	return rc;
 }
 
-int
-template_build(const struct recipe *r, const struct template_build_opts *o, char **cause)
+/*
+ * The key of the base image a recipe's run steps start from: everything
+ * that goes into it (the debootstrap tree's key, agent, CA, user, files'
+ * contents, env, disk size, start command, workdir), not the run steps.
+ */
+static int
+tb_base_key(struct tb *tb, char **cause)
+{
+	const struct recipe *r = tb->r;
+	char *buf, *tmp, *ca, *pem, fsha[65];
+	size_t i;
+	int rc;
+
+	ca = paths_data("ca/ca.crt");
+	rc = read_file(ca, 64 * 1024, &pem, NULL, cause);
+	free(ca);
+	if (rc == -1) {
+		cause_wrap(cause, "airlock CA (run scripts/ca.sh or make up)");
+		return -1;
+	}
+	sha256_hex(pem, strlen(pem), tb->ca_sha);
+	free(pem);
+	recipe_bootstrap_key(r, tb->boot_key);
+	xasprintf(&buf, "base v1\n%s\n%s\n%s\n%s:%u:%d\n%u\n", tb->boot_key, tb->agent_sha,
+	    tb->ca_sha, r->user_name ? r->user_name : "", r->user_uid, r->user_sudo,
+	    r->disk_size_mb);
+	for (i = 0; i < r->nfiles; i++) {
+		if (sha256_file_hex(r->files[i].src, fsha, cause) == -1) {
+			free(buf);
+			return -1;
+		}
+		xasprintf(&tmp, "%sfile %s %o %s\n", buf, r->files[i].dst, r->files[i].mode, fsha);
+		free(buf);
+		buf = tmp;
+	}
+	for (i = 0; i < r->nenv; i++) {
+		xasprintf(&tmp, "%senv %zu %s=%s\n", buf, strlen(r->env[i].value), r->env[i].key,
+		    r->env[i].value);
+		free(buf);
+		buf = tmp;
+	}
+	/* The start command and workdir may be written into the image's config too. */
+	xasprintf(&tmp, "%sstart %zu %s\nworkdir %s\n", buf, r->start ? strlen(r->start) : 0,
+	    r->start ? r->start : "", r->workdir ? r->workdir : "");
+	free(buf);
+	buf = tmp;
+	sha256_hex(buf, strlen(buf), tb->base_key);
+	free(buf);
+	return 0;
+}
+
+/* From debootstrap (tree_in NULL) or from a root tree prepared by the caller. */
+static int
+tb_run(const struct recipe *r, const struct template_build_opts *o, const char *tree_in,
+    json_t *extra, char **cause)
 {
 	struct tb tb;
 	char *tree = NULL;
@@ -635,14 +759,20 @@ template_build(const struct recipe *r, const struct template_build_opts *o, char
 	memset(&tb, 0, sizeof(tb));
 	tb.r = r;
 	tb.o = o;
+	tb.nsteps = o->stage ? TB_STAGE_STEPS + (int)r->nrun + 1 : TB_STEPS;
 	if (!paths_valid_name(o->name)) {
 		cause_set(cause, "name: \"%s\" must match [a-z0-9][a-z0-9._-]{0,62}", o->name);
 		return -1;
 	}
-	if (r->nrun > 0) {
+	if (r->nrun > 0 && !o->stage) {
 		cause_set(cause, "run: recipe has %zu run step(s); run steps execute only inside "
-		    "a build microVM, which the VM engine does not provide yet. Remove them or "
-		    "install what you need through \"packages\" and \"files\"", r->nrun);
+		    "a build microVM that airlockd hosts: build through the daemon (airlock "
+		    "template build --remote, or POST /v1/templates)", r->nrun);
+		return -1;
+	}
+	if (r->base_template != NULL) {
+		cause_set(cause, "template: building on template \"%s\" needs airlockd (its run "
+		    "steps execute in a build microVM)", r->base_template);
 		return -1;
 	}
 	tb.step = 1;
@@ -660,9 +790,24 @@ template_build(const struct recipe *r, const struct template_build_opts *o, char
 	tb.workdir = paths_data("build/%s.%ld", o->name, (long)getpid());
 	xasprintf(&tb.root, "%s/root", tb.workdir);
 	xasprintf(&tb.image, "%s/rootfs.ext4", tb.workdir);
+	if (o->stage) {
+		if (tb_base_key(&tb, cause) == -1)
+			goto out;
+		memcpy(o->stage->base_key, tb.base_key, sizeof(tb.base_key));
+		if (!o->no_cache && tsteps_lookup(tb.base_key)) {
+			tb.step = TB_STAGE_STEPS;
+			tb_progress(&tb, "base image: cached (%.16s)", tb.base_key);
+			o->stage->meta = tb_metadata(&tb, o->name, extra);
+			rc = 0;
+			goto out;
+		}
+	}
 
 	tb.step = 2;
-	if (tb_bootstrap(&tb, &tree, cause) == -1)
+	if (tree_in != NULL) {
+		tree = xstrdup(tree_in);
+		tb_progress(&tb, "root tree: %s", tree);
+	} else if (tb_bootstrap(&tb, &tree, cause) == -1)
 		goto out;
 	tb.step = 3;
 	if (tb_copy_tree(&tb, tree, cause) == -1)
@@ -673,8 +818,16 @@ template_build(const struct recipe *r, const struct template_build_opts *o, char
 	tb.step = 5;
 	if (tb_mkfs(&tb, cause) == -1)
 		goto out;
+	if (o->stage) {
+		/* The run steps go on in a build VM booted from this image (api_tbuild.c). */
+		if (tsteps_store(tb.image, tb.base_key, cause) == -1)
+			goto out;
+		o->stage->meta = tb_metadata(&tb, o->name, extra);
+		rc = 0;
+		goto out;
+	}
 	tb.step = 6;
-	if (tb_install(&tb, o->name, cause) == -1)
+	if (tb_install(&tb, o->name, extra, cause) == -1)
 		goto out;
 	tb.step = 7;
 	tb_progress(&tb, "clean up");
@@ -689,4 +842,17 @@ out:
 	free(tb.kernel_release);
 	free(tb.agent);
 	return rc;
+}
+
+int
+template_build(const struct recipe *r, const struct template_build_opts *o, char **cause)
+{
+	return tb_run(r, o, NULL, NULL, cause);
+}
+
+int
+template_build_tree(const struct recipe *r, const struct template_build_opts *o,
+    const char *tree, json_t *extra, char **cause)
+{
+	return tb_run(r, o, tree, extra, cause);
 }

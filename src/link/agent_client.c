@@ -27,6 +27,7 @@ struct agent_client {
 	struct event		*ac_retry;	/* reconnect timer */
 	struct event		*ac_hello;	/* handshake deadline */
 	int			 ac_backoff_ms;
+	int			 ac_hello_ms;	/* this connection's wait for HELLO */
 	int			 ac_up;
 };
 
@@ -45,27 +46,18 @@ ac_retry_later(struct agent_client *ac)
 		ac->ac_backoff_ms = AGENT_CLIENT_RETRY_MAX_MS;
 }
 
+/*
+ * Drop the current connection and retry. From the mux's own down callback
+ * too: chan_mux_free defers the free to the mux's frames (common/ref.h).
+ */
 static void
-ac_mux_free_later(evutil_socket_t fd, short what, void *arg)
-{
-	chan_mux_free(arg);
-}
-
-/* Drop the current connection (the mux frees off this stack) and retry. */
-static void
-ac_drop(struct agent_client *ac, const char *reason, int mux_on_stack)
+ac_drop(struct agent_client *ac, const char *reason)
 {
 	int was_up = ac->ac_up;
 
 	evtimer_del(ac->ac_hello);
-	if (ac->ac_mux != NULL) {
-		if (mux_on_stack)
-			event_base_once(ac->ac_base, -1, EV_TIMEOUT, ac_mux_free_later, ac->ac_mux,
-			    NULL);
-		else
-			chan_mux_free(ac->ac_mux);
-		ac->ac_mux = NULL;
-	}
+	chan_mux_free(ac->ac_mux);
+	ac->ac_mux = NULL;
 	if (ac->ac_fd != -1)
 		close(ac->ac_fd);
 	ac->ac_fd = -1;
@@ -82,6 +74,7 @@ ac_mux_up(struct chan_mux *mux, void *arg)
 
 	evtimer_del(ac->ac_hello);
 	ac->ac_backoff_ms = AGENT_CLIENT_RETRY_MIN_MS;
+	ac->ac_hello_ms = AGENT_CLIENT_HELLO_MIN_MS;
 	ac->ac_up = 1;
 	if (ac->ac_cb.up != NULL)
 		ac->ac_cb.up(ac, ac->ac_arg);
@@ -93,7 +86,7 @@ ac_mux_down(struct chan_mux *mux, const char *reason, void *arg)
 	struct agent_client *ac = arg;
 
 	log_debug("agent channel %s: %s", ac->ac_path, reason);
-	ac_drop(ac, reason, 1);
+	ac_drop(ac, reason);
 }
 
 static const struct chan_mux_cb ac_mux_cb = { .up = ac_mux_up, .down = ac_mux_down };
@@ -101,7 +94,13 @@ static const struct chan_mux_cb ac_mux_cb = { .up = ac_mux_up, .down = ac_mux_do
 static void
 ac_hello_timeout(evutil_socket_t fd, short what, void *arg)
 {
-	ac_drop(arg, "no HELLO from the agent", 0);
+	struct agent_client *ac = arg;
+
+	log_debug("agent channel %s: no HELLO in %d ms: reconnecting", ac->ac_path,
+	    ac->ac_hello_ms);
+	ac->ac_hello_ms = ac->ac_hello_ms * 2 > AGENT_CLIENT_HELLO_MS ? AGENT_CLIENT_HELLO_MS :
+	    ac->ac_hello_ms * 2;
+	ac_drop(ac, "no HELLO from the agent");
 }
 
 static void
@@ -109,7 +108,7 @@ ac_connect(evutil_socket_t unused, short what, void *arg)
 {
 	struct agent_client *ac = arg;
 	struct sockaddr_un sun;
-	struct timeval tv = { AGENT_CLIENT_HELLO_MS / 1000, 0 };
+	struct timeval tv = { ac->ac_hello_ms / 1000, (ac->ac_hello_ms % 1000) * 1000 };
 	char *cause = NULL;
 	int fd;
 
@@ -167,6 +166,7 @@ agent_client_new_connect(struct event_base *base, const char *socket_path,
 	ac->ac_arg = arg;
 	ac->ac_fd = -1;
 	ac->ac_backoff_ms = AGENT_CLIENT_RETRY_MIN_MS;
+	ac->ac_hello_ms = AGENT_CLIENT_HELLO_MIN_MS;
 	ac->ac_retry = evtimer_new(base, ac_connect, ac);
 	ac->ac_hello = evtimer_new(base, ac_hello_timeout, ac);
 	ac_connect(-1, 0, ac);

@@ -22,7 +22,15 @@ struct agent_client;
 
 #define AGENT_CLIENT_RETRY_MIN_MS	20
 #define AGENT_CLIENT_RETRY_MAX_MS	1000
-#define AGENT_CLIENT_HELLO_MS		60000	/* no HELLO answer: reconnect */
+/*
+ * No HELLO answer within this: reconnect, with the wait doubled each time
+ * up to AGENT_CLIENT_HELLO_MS. A guest just restored answers at once, but
+ * its answer can be lost while the virtio port settles (QEMU announces the
+ * host's state after the load): a new connection makes QEMU announce it
+ * again and the guest answer the new HELLO. A cold boot just waits longer.
+ */
+#define AGENT_CLIENT_HELLO_MIN_MS	5000
+#define AGENT_CLIENT_HELLO_MS		60000
 
 struct agent_client_cb {
 	void	(*up)(struct agent_client *, void *arg);

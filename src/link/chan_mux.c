@@ -21,6 +21,8 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/ref.h"
+#include "common/util.h"
 #include "link/chan_mux.h"
 #include "link/chan_proto.h"
 
@@ -66,7 +68,8 @@ struct chan_mux {
 	struct chan_mux_cb	 mx_cb;
 	void			*mx_arg;
 	int			 mx_up;		/* peer HELLO seen */
-	int			 mx_dead;	/* down already reported */
+	int			 mx_dead;	/* down already reported (or freed) */
+	struct ref		 mx_ref;	/* common/ref.h: link callbacks hold one */
 	int			 mx_resync;	/* guest: skipping to the next HELLO */
 	uint32_t		 mx_next_id;
 	struct stream_list	 mx_buckets[MUX_BUCKETS];
@@ -78,21 +81,25 @@ struct chan_mux {
 };
 
 static void mux_link_read(struct bufferevent *, void *);
+
+static void
+mux_release(void *mux)
+{
+	free(mux);
+}
+
+/* Drop a frame's reference; 1: the owner freed mux meanwhile, touch it no more. */
+static int
+mux_put(struct chan_mux *mux)
+{
+	return ref_put(&mux->mx_ref, mux_release, mux);
+}
 static void mux_link_write(struct bufferevent *, void *);
 static void mux_link_event(struct bufferevent *, short, void *);
 static void stream_read(struct bufferevent *, void *);
 static void stream_write(struct bufferevent *, void *);
 static void stream_event(struct bufferevent *, short, void *);
 static void stream_pump(struct chan_stream *);
-
-static uint64_t
-mux_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static struct stream_list *
 mux_bucket(struct chan_mux *mux, uint32_t id)
@@ -335,6 +342,9 @@ mux_fail(struct chan_mux *mux, const char *reason)
 	mux->mx_dead = 1;
 	mux->mx_up = 0;
 	mux_reset_all(mux, reason);
+	/* An open callback of a reset stream may have freed mux (a held frame keeps it). */
+	if (ref_dead(&mux->mx_ref))
+		return;
 	if (mux->mx_link != NULL) {
 		bufferevent_free(mux->mx_link);
 		mux->mx_link = NULL;
@@ -464,7 +474,7 @@ mux_on_frame(struct chan_mux *mux, const struct chan_frame *f)
 			void (*cb)(uint64_t, void *) = mux->mx_ping_cb;
 
 			mux->mx_ping_cb = NULL;
-			cb(mux_now_ns() - mux->mx_ping_sent, mux->mx_ping_arg);
+			cb(monotonic_ns() - mux->mx_ping_sent, mux->mx_ping_arg);
 		}
 		return;
 	case CHAN_GOAWAY:
@@ -499,6 +509,8 @@ mux_on_frame(struct chan_mux *mux, const struct chan_frame *f)
 
 			s->st_open_cb = NULL;
 			cb(0, NULL, s->st_open_arg);
+			if (mux->mx_dead)	/* the owner freed mux, and s with it */
+				return;
 		}
 		stream_pump(s);
 		return;
@@ -591,11 +603,10 @@ mux_resync(struct chan_mux *mux, struct evbuffer *in)
 	}
 }
 
+/* Decode and act on whole frames; the caller holds a reference. */
 static void
-mux_link_read(struct bufferevent *bev, void *arg)
+mux_link_frames(struct chan_mux *mux, struct evbuffer *in)
 {
-	struct chan_mux *mux = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
 	struct chan_frame f;
 	uint8_t hdr[CHAN_HDR_LEN], *p;
 	const char *err = NULL;
@@ -632,10 +643,25 @@ mux_link_read(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* Callbacks run from here (up, open, ping, open results, down) may free mux. */
+static void
+mux_link_read(struct bufferevent *bev, void *arg)
+{
+	struct chan_mux *mux = arg;
+
+	ref_get(&mux->mx_ref);
+	mux_link_frames(mux, bufferevent_get_input(bev));
+	mux_put(mux);
+}
+
 static void
 mux_link_write(struct bufferevent *bev, void *arg)
 {
-	mux_pump_all(arg);
+	struct chan_mux *mux = arg;
+
+	ref_get(&mux->mx_ref);
+	mux_pump_all(mux);
+	mux_put(mux);
 }
 
 static void
@@ -643,10 +669,12 @@ mux_link_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct chan_mux *mux = arg;
 
+	ref_get(&mux->mx_ref);
 	if (what & BEV_EVENT_EOF)
 		mux_fail(mux, "channel closed by peer");
 	else if (what & BEV_EVENT_ERROR)
 		mux_fail(mux, strerror(EVUTIL_SOCKET_ERROR()));
+	mux_put(mux);
 }
 
 struct chan_mux *
@@ -664,6 +692,7 @@ chan_mux_new(struct event_base *base, int fd, enum chan_role role,
 	mux->mx_cb = *cb;
 	mux->mx_arg = arg;
 	mux->mx_next_id = role == CHAN_ROLE_HOST ? 1 : 2;
+	ref_init(&mux->mx_ref);
 	for (i = 0; i < MUX_BUCKETS; i++)
 		TAILQ_INIT(&mux->mx_buckets[i]);
 	TAILQ_INIT(&mux->mx_all);
@@ -707,7 +736,7 @@ chan_mux_free(struct chan_mux *mux)
 {
 	struct chan_stream *s;
 
-	if (mux == NULL)
+	if (mux == NULL || ref_kill(&mux->mx_ref))
 		return;
 	mux->mx_dead = 1;
 	/* The owner is tearing down: no open callbacks into it from here. */
@@ -716,7 +745,9 @@ chan_mux_free(struct chan_mux *mux)
 	mux_reset_all(mux, "channel closed");
 	if (mux->mx_link != NULL)
 		bufferevent_free(mux->mx_link);
-	free(mux);
+	mux->mx_link = NULL;
+	/* Inside one of its callbacks the frames up the stack free it. */
+	mux_put(mux);
 }
 
 int
@@ -780,7 +811,7 @@ chan_mux_ping(struct chan_mux *mux, void (*cb)(uint64_t, void *), void *arg)
 		return -1;
 	mux->mx_ping_cb = cb;
 	mux->mx_ping_arg = arg;
-	mux->mx_ping_sent = mux_now_ns();
+	mux->mx_ping_sent = monotonic_ns();
 	mux_send_ctl(mux, CHAN_PING, 0, (uint32_t)(mux->mx_ping_sent >> 32),
 	    (uint32_t)mux->mx_ping_sent, NULL);
 	return 0;

@@ -10,185 +10,78 @@
 #include <event2/bufferevent.h>
 
 #include "link/agent_client.h"
+#include "http/http_client.h"
 #include "http/http_parse.h"
 #include "common/log.h"
+#include "common/ref.h"
 #include "common/util.h"
 #include "link/envd_client.h"
 
-enum envd_phase { ENVD_OPENING, ENVD_HEAD, ENVD_BODY, ENVD_DONE };
-
+/*
+ * A request to the agent: the HTTP client's request (http/http_client.c) on
+ * an agent channel stream, with envd's callbacks. r lives as long as its
+ * HTTP request (freed by its release hook).
+ */
 struct envd_req {
-	struct bufferevent	*bev;
+	struct http_creq	*hr;
 	struct envd_cb		 cb;
 	void			*arg;
-	enum envd_phase		 phase;
-	int			 chunked_req;	/* request body is chunked */
-	int			 until_close;	/* response body ends at EOF */
-	struct http_body	 dec;
-	int			 finished;	/* done() called */
-	int			 in_cb;		/* free deferred while in a callback */
-	int			 dead;
-	char			 method[8];
 	/* Wrappers (unary JSON, Connect streams) free their state here on cancel. */
 	void			(*wrap_free)(void *arg);
 	struct agent_client	*ac;
 	int			 open_done;	/* the channel reported the stream's open */
+	int			 cancelled, done_ran;
 };
 
 static void
-envd_free(struct envd_req *r)
+envd_release(void *arg)
 {
+	struct envd_req *r = arg;
+
 	/*
 	 * A stream still opening would call envd_opened with r later. (Freeing
 	 * the agent client reports every pending open first, so ac is valid here.)
 	 */
 	if (!r->open_done)
 		agent_client_cancel(r->ac, r);
-	if (r->bev != NULL)
-		bufferevent_free(r->bev);
 	free(r);
 }
 
-/* Report the end once and release the stream. */
 static void
-envd_finish(struct envd_req *r, const char *error)
-{
-	if (r->finished)
-		return;
-	r->finished = 1;
-	r->phase = ENVD_DONE;
-	if (r->bev != NULL) {
-		bufferevent_disable(r->bev, EV_READ | EV_WRITE);
-	}
-	r->in_cb++;
-	if (r->cb.done != NULL && !r->dead)
-		r->cb.done(r, error, r->arg);
-	r->in_cb--;
-	r->dead = 1;
-	if (r->in_cb == 0)
-		envd_free(r);
-}
-
-static void
-envd_body_sink(void *arg, const char *data, size_t n)
+envd_head(struct http_creq *hr, int status, const char *ctype, void *arg)
 {
 	struct envd_req *r = arg;
 
-	if (r->cb.data != NULL && !r->dead)
+	if (r->cb.head != NULL)
+		r->cb.head(r, status, ctype, r->arg);
+}
+
+static void
+envd_data(struct http_creq *hr, const char *data, size_t n, void *arg)
+{
+	struct envd_req *r = arg;
+
+	if (r->cb.data != NULL)
 		r->cb.data(r, data, n, r->arg);
 }
 
 static void
-envd_read(struct bufferevent *bev, void *arg)
+envd_done(struct http_creq *hr, const char *error, void *arg)
 {
 	struct envd_req *r = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	char ctype[128], *cause = NULL;
 
-	r->in_cb++;
-	while (!r->dead && evbuffer_get_length(in) > 0) {
-		if (r->phase == ENVD_OPENING || r->phase == ENVD_HEAD) {
-			size_t len = evbuffer_get_length(in), want;
-			struct http_head h;
-			int status, chunked;
-			int64_t clen;
-			ssize_t n;
-			const char *buf, *ct;
-
-			want = len < HTTP_HEAD_MAX ? len : HTTP_HEAD_MAX;
-			buf = (const char *)evbuffer_pullup(in, (ssize_t)want);
-			n = http_parse_response_head(buf, want, &h, &status, &cause);
-			if (n == 0)
-				break;
-			if (n < 0) {
-				envd_finish(r, cause);
-				free(cause);
-				break;
-			}
-			evbuffer_drain(in, (size_t)n);
-			if (status >= 100 && status < 200) {
-				http_head_free(&h);
-				continue;
-			}
-			if (!http_response_has_body(r->method, status))
-				h.content_length = 0;
-			chunked = h.chunked;
-			clen = h.content_length;
-			ct = http_head_get(&h, "content-type");
-			snprintf(ctype, sizeof(ctype), "%s", ct ? ct : "");
-			http_body_init(&r->dec, &h, 0);
-			http_head_free(&h);
-			r->until_close = !chunked && clen < 0;
-			r->phase = ENVD_BODY;
-			if (r->cb.head != NULL)
-				r->cb.head(r, status, ctype, r->arg);
-			if (!r->dead && !chunked && clen == 0) {
-				envd_finish(r, NULL);
-				break;
-			}
-			continue;
-		}
-		if (r->phase == ENVD_BODY) {
-			struct evbuffer_iovec v;
-			enum http_body_state st;
-			size_t consumed;
-
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				break;
-			if (r->until_close) {
-				envd_body_sink(r, v.iov_base, v.iov_len);
-				evbuffer_drain(in, v.iov_len);
-				continue;
-			}
-			st = http_body_feed(&r->dec, v.iov_base, v.iov_len, &consumed, envd_body_sink, r,
-			    &cause);
-			evbuffer_drain(in, consumed);
-			if (st == HTTP_BODY_ERROR) {
-				envd_finish(r, cause);
-				free(cause);
-				break;
-			}
-			if (st == HTTP_BODY_DONE) {
-				envd_finish(r, NULL);
-				break;
-			}
-			continue;
-		}
-		evbuffer_drain(in, evbuffer_get_length(in));
-	}
-	r->in_cb--;
-	if (r->dead && r->in_cb == 0)
-		envd_free(r);
+	if (r->cb.done != NULL)
+		r->cb.done(r, error, r->arg);
+	r->done_ran = 1;
 }
 
 static void
-envd_write(struct bufferevent *bev, void *arg)
+envd_drain(struct http_creq *hr, void *arg)
 {
 	struct envd_req *r = arg;
 
-	if (r->cb.drain != NULL && !r->dead) {
-		r->in_cb++;
+	if (r->cb.drain != NULL)
 		r->cb.drain(r, r->arg);
-		r->in_cb--;
-		if (r->dead && r->in_cb == 0)
-			envd_free(r);
-	}
-}
-
-static void
-envd_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct envd_req *r = arg;
-
-	if (what & BEV_EVENT_EOF) {
-		if (r->phase == ENVD_BODY && r->until_close)
-			envd_finish(r, NULL);
-		else
-			envd_finish(r, r->phase == ENVD_BODY ? "guest closed the stream mid-response" :
-			    "guest closed the stream before answering");
-	} else if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		envd_finish(r, what & BEV_EVENT_TIMEOUT ? "timeout talking to the guest agent" :
-		    "stream to the guest agent failed");
 }
 
 static void
@@ -197,12 +90,40 @@ envd_opened(int err, const char *reason, void *arg)
 	struct envd_req *r = arg;
 
 	r->open_done = 1;
-	if (err != 0 && !r->dead) {
+	if (err != 0 && !r->cancelled && !r->done_ran) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "guest agent refused the stream: %s",
 		    reason ? reason : "refused");
-		envd_finish(r, msg);
+		http_creq_fail(r->hr, msg);
 	}
+}
+
+struct envd_req *
+envd_request_port(struct agent_client *ac, uint16_t port, const char *host, int flags,
+    const char *method, const char *target, const char *ctype, const void *body,
+    ssize_t body_len, const char *const *extra, const struct envd_cb *cb, void *arg,
+    char **cause)
+{
+	static const struct http_client_cb cbs = { envd_head, envd_data, envd_done, envd_drain };
+	struct envd_req *r = xcalloc(1, sizeof(*r));
+	struct http_creq_spec spec = {
+		.method = method, .target = target, .host = host, .ctype = ctype,
+		.body = body, .body_len = body_len < 0 ? -1 : body_len, .headers = extra,
+		.flags = (flags & ENVD_REQ_UPGRADE) ? HTTP_CREQ_UPGRADE : 0,
+		.peer = "the guest agent",
+	};
+	struct bufferevent *bev;
+
+	r->cb = *cb;
+	r->arg = arg;
+	r->ac = ac;
+	if ((bev = agent_client_connect(ac, port, envd_opened, r, cause)) == NULL) {
+		free(r);
+		return NULL;
+	}
+	r->hr = http_client_start(bev, &spec, &cbs, r);
+	http_creq_on_release(r->hr, envd_release, r);
+	return r;
 }
 
 struct envd_req *
@@ -210,92 +131,49 @@ envd_request(struct agent_client *ac, const char *method, const char *target, co
     const void *body, ssize_t body_len, const char *const *extra, const struct envd_cb *cb,
     void *arg, char **cause)
 {
-	struct envd_req *r = xcalloc(1, sizeof(*r));
-	struct evbuffer *out;
+	return envd_request_port(ac, ENVD_PORT, "envd", 0, method, target, ctype, body, body_len,
+	    extra, cb, arg, cause);
+}
 
-	r->cb = *cb;
-	r->arg = arg;
-	snprintf(r->method, sizeof(r->method), "%s", method);
-	r->ac = ac;
-	r->bev = agent_client_connect(ac, ENVD_PORT, envd_opened, r, cause);
-	if (r->bev == NULL) {
-		free(r);
-		return NULL;
-	}
-	bufferevent_setcb(r->bev, envd_read, envd_write, envd_event, r);
-	bufferevent_enable(r->bev, EV_READ | EV_WRITE);
-	out = bufferevent_get_output(r->bev);
-	evbuffer_add_printf(out, "%s %s HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n",
-	    method, target);
-	if (ctype != NULL)
-		evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
-	for (; extra != NULL && *extra != NULL; extra++)
-		evbuffer_add_printf(out, "%s\r\n", *extra);
-	if (body_len >= 0) {
-		evbuffer_add_printf(out, "Content-Length: %zd\r\n\r\n", body_len);
-		if (body_len > 0)
-			evbuffer_add(out, body, (size_t)body_len);
-	} else {
-		r->chunked_req = 1;
-		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n\r\n");
-	}
-	r->phase = ENVD_HEAD;
-	return r;
+const struct http_head *
+envd_req_response_head(const struct envd_req *r)
+{
+	return http_creq_response_head(r->hr);
 }
 
 void
 envd_req_write(struct envd_req *r, const void *data, size_t n)
 {
-	struct evbuffer *out;
-
-	if (r->dead || !r->chunked_req || n == 0)
-		return;
-	out = bufferevent_get_output(r->bev);
-	evbuffer_add_printf(out, "%zx\r\n", n);
-	evbuffer_add(out, data, n);
-	evbuffer_add(out, "\r\n", 2);
+	http_creq_write(r->hr, data, n);
 }
 
 void
 envd_req_end(struct envd_req *r)
 {
-	if (r->dead || !r->chunked_req)
-		return;
-	evbuffer_add(bufferevent_get_output(r->bev), "0\r\n\r\n", 5);
-	r->chunked_req = 0;
+	http_creq_end(r->hr);
 }
 
 size_t
 envd_req_pending(const struct envd_req *r)
 {
-	return r->dead ? 0 : evbuffer_get_length(bufferevent_get_output(r->bev));
+	return http_creq_pending(r->hr);
 }
 
 void
 envd_req_pause(struct envd_req *r, int paused)
 {
-	if (r->dead)
-		return;
-	if (paused)
-		bufferevent_disable(r->bev, EV_READ);
-	else {
-		bufferevent_enable(r->bev, EV_READ);
-		if (evbuffer_get_length(bufferevent_get_input(r->bev)) > 0)
-			envd_read(r->bev, r);
-	}
+	http_creq_pause(r->hr, paused);
 }
 
 void
 envd_req_cancel(struct envd_req *r)
 {
-	if (r == NULL || r->dead)
+	if (r == NULL || r->cancelled || r->done_ran)
 		return;
-	r->dead = 1;
-	r->finished = 1;
+	r->cancelled = 1;
 	if (r->wrap_free != NULL)
 		r->wrap_free(r->arg);
-	if (r->in_cb == 0)
-		envd_free(r);
+	http_creq_cancel(r->hr);
 }
 
 /* --- unary JSON ------------------------------------------------------- */

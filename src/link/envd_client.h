@@ -8,12 +8,14 @@
 #define AIRLOCK_ENVD_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <jansson.h>
 
 struct agent_client;
 struct envd_req;
+struct http_head;
 
 #define ENVD_PORT		49983
 #define ENVD_JSON_MAX		(8 * 1024 * 1024)
@@ -38,6 +40,21 @@ struct envd_cb {
 struct envd_req *envd_request(struct agent_client *ac, const char *method, const char *target,
     const char *ctype, const void *body, ssize_t body_len, const char *const *extra_headers,
     const struct envd_cb *cb, void *arg, char **cause);
+/*
+ * The same HTTP/1.1 client to any guest port (a server of the sandbox's
+ * own, e.g. E2B's getHost(port)), sending host as the Host header. With
+ * ENVD_REQ_UPGRADE the request asks to switch protocols (WebSocket): on a
+ * 101 the head callback runs with status 101, and from then on the stream
+ * is a tunnel: data gets every byte from the guest until it closes, and
+ * envd_req_write sends raw bytes (no chunk framing).
+ */
+#define ENVD_REQ_UPGRADE	0x01
+struct envd_req *envd_request_port(struct agent_client *ac, uint16_t port, const char *host,
+    int flags, const char *method, const char *target, const char *ctype, const void *body,
+    ssize_t body_len, const char *const *extra_headers, const struct envd_cb *cb, void *arg,
+    char **cause);
+/* Valid inside the head callback only: the response head with every header. */
+const struct http_head *envd_req_response_head(const struct envd_req *r);
 void envd_req_write(struct envd_req *r, const void *data, size_t n);
 void envd_req_end(struct envd_req *r);
 size_t envd_req_pending(const struct envd_req *r);

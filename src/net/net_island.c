@@ -26,26 +26,78 @@
 
 #include "common/paths.h"
 #include "common/util.h"
+#include "net/net_drops.h"
 #include "net/net_island.h"
 
 /*
  * The island ruleset, the same in every island (each is alone in its
- * namespace). guard: only the guest's MAC and IP on the tap get in at all
- * (source-address validation; IPv6 and everything else dropped before
- * conntrack). nat: every guest TCP connection, whatever its destination,
- * is redirected to the gateway's listener on 10.0.0.1 (it reads the
- * original destination with SO_ORIGINAL_DST), and every UDP 53 query to the
- * gateway's DNS socket, so a custom resolver in the guest is answered by
- * the gateway too. input: only those two sockets and small, rate-limited
- * pings of 10.0.0.1. Nothing is forwarded: there is no route out; the only
- * way out is a gateway socket. In mode none the guest has no NIC at all.
+ * namespace).
+ *
+ * ingress (netdev, on the tap, before any protocol): only frames from the
+ * guest's MAC, IPv4 from the guest's IP and ARP get further. IPv6 is
+ * counted here because the island's IPv6 is off and the kernel would drop
+ * it before any inet hook, unseen.
+ * guard: the same source check again for what reaches the IP stack (belt
+ * and braces; before conntrack).
+ * classify (after conntrack, before NAT): what may become a gateway socket,
+ * within the island's own rates, so one guest's flood costs its own island
+ * and reaches the gateway bounded: new TCP connections (a SYN flood
+ * included: a dropped SYN never confirms a conntrack entry) and DNS
+ * datagrams. Everything else the guest sends (other UDP, QUIC, ICMP but a
+ * ping of 10.0.0.1, other protocols) is dropped here: with no route out it
+ * would die in routing, uncounted.
+ * nat: every guest TCP connection, whatever its destination, is redirected
+ * to the gateway's listener on 10.0.0.1 (it reads the original destination
+ * with SO_ORIGINAL_DST), and every UDP 53 query to the gateway's DNS
+ * socket, so a custom resolver in the guest is answered by the gateway too.
+ * input: only those two sockets and small, rate-limited pings of 10.0.0.1.
+ * Nothing is forwarded: there is no route out; the only way out is a
+ * gateway socket. In mode none the guest has no NIC at all.
+ *
+ * Every rule that drops something the guest sent counts it into a named
+ * counter (net_drops.h); airlockd reads and resets them (net_island_drops)
+ * so the audit log shows them as deny_summary lines.
  */
+#define NET_CTR(name)	"  counter " name " { }\n"
+#define NET_DROP(name)	" counter name \"" name "\" drop;\n"
+#define NET_TCP_RATE	"200/second burst 400 packets"	/* above the gateway's 100/s, 200 */
+#define NET_DNS_RATE	"200/second burst 400 packets"	/* above the gateway's 50/s, 200 */
+
 static const char net_base_ruleset[] =
+	"table netdev " NET_NFT_TABLE " {\n"
+	NET_CTR("drop_spoofed") NET_CTR("drop_ipv6") NET_CTR("drop_ether")
+	"  chain ingress { type filter hook ingress device \"" NET_TAP_NAME "\" priority -500;"
+	" policy accept;\n"
+	"    ether saddr != " NET_GUEST_MAC NET_DROP("drop_spoofed")
+	"    ether type ip6" NET_DROP("drop_ipv6")
+	"    ether type ip ip saddr != " NET_GUEST_ADDR NET_DROP("drop_spoofed")
+	"    ether type { ip, arp } accept;\n"
+	"   " NET_DROP("drop_ether")
+	"  }\n"
+	"}\n"
 	"table inet " NET_NFT_TABLE " {\n"
+	NET_CTR("drop_spoofed") NET_CTR("drop_quic") NET_CTR("drop_udp") NET_CTR("drop_icmp")
+	NET_CTR("drop_proto") NET_CTR("drop_tcp_rate") NET_CTR("drop_dns_rate")
+	NET_CTR("drop_ping_rate") NET_CTR("drop_input")
 	"  chain guard { type filter hook prerouting priority -300; policy drop;\n"
 	"    iif lo accept;\n"
 	"    iifname \"" NET_TAP_NAME "\" ether saddr " NET_GUEST_MAC
-	" ip saddr " NET_GUEST_ADDR " accept; }\n"
+	" ip saddr " NET_GUEST_ADDR " accept;\n"
+	"    iifname \"" NET_TAP_NAME "\"" NET_DROP("drop_spoofed")
+	"  }\n"
+	"  chain classify { type filter hook prerouting priority -150; policy accept;\n"
+	"    iifname != \"" NET_TAP_NAME "\" accept;\n"
+	"    meta l4proto tcp ct state new limit rate over " NET_TCP_RATE
+	NET_DROP("drop_tcp_rate")
+	"    meta l4proto tcp accept;\n"
+	"    udp dport 53 limit rate over " NET_DNS_RATE NET_DROP("drop_dns_rate")
+	"    udp dport 53 accept;\n"
+	"    udp dport 443" NET_DROP("drop_quic")
+	"    meta l4proto udp" NET_DROP("drop_udp")
+	"    ip daddr " NET_HOST_ADDR " icmp type echo-request accept;\n"
+	"    meta l4proto icmp" NET_DROP("drop_icmp")
+	"   " NET_DROP("drop_proto")
+	"  }\n"
 	"  chain nat { type nat hook prerouting priority dstnat; policy accept;\n"
 	"    iifname \"" NET_TAP_NAME "\" meta l4proto tcp redirect to :" NET_GW_TCP_PORT ";\n"
 	"    iifname \"" NET_TAP_NAME "\" udp dport 53 redirect to :" NET_GW_DNS_PORT "; }\n"
@@ -56,7 +108,10 @@ static const char net_base_ruleset[] =
 	"    iifname \"" NET_TAP_NAME "\" ip daddr " NET_HOST_ADDR " udp dport "
 	NET_GW_DNS_PORT " accept;\n"
 	"    iifname \"" NET_TAP_NAME "\" ip daddr " NET_HOST_ADDR " icmp type echo-request"
-	" ip length <= 128 limit rate 10/second burst 20 packets accept; }\n"
+	" ip length <= 128 limit rate 10/second burst 20 packets accept;\n"
+	"    iifname \"" NET_TAP_NAME "\" icmp type echo-request" NET_DROP("drop_ping_rate")
+	"    iifname \"" NET_TAP_NAME "\"" NET_DROP("drop_input")
+	"  }\n"
 	"  chain forward { type filter hook forward priority 0; policy drop; }\n"
 	"  chain output { type filter hook output priority 0; policy drop;\n"
 	"    oif lo accept;\n"
@@ -64,9 +119,12 @@ static const char net_base_ruleset[] =
 	" ct state established,related accept; }\n"
 	"}\n"
 	"table arp " NET_NFT_TABLE " {\n"
+	NET_CTR("drop_arp")
 	"  chain input { type filter hook input priority 0; policy drop;\n"
 	"    iifname \"" NET_TAP_NAME "\" arp saddr ether " NET_GUEST_MAC
-	" arp saddr ip " NET_GUEST_ADDR " arp daddr ip " NET_HOST_ADDR " accept; }\n"
+	" arp saddr ip " NET_GUEST_ADDR " arp daddr ip " NET_HOST_ADDR " accept;\n"
+	"    iifname \"" NET_TAP_NAME "\"" NET_DROP("drop_arp")
+	"  }\n"
 	"  chain output { type filter hook output priority 0; policy drop;\n"
 	"    oifname \"" NET_TAP_NAME "\" arp saddr ip " NET_HOST_ADDR
 	" arp daddr ip " NET_GUEST_ADDR " accept; }\n"
@@ -451,4 +509,37 @@ net_island_gateway_sockets(const struct net_island *ni, int *tcp_fd, int *dns_fd
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Read and reset the island's drop counters (one `reset counters`: what
+ * was counted since the previous read, none lost or counted twice between
+ * the read and the reset). Enters the namespace from the calling thread
+ * only (setns of a network namespace is per thread), so a worker thread
+ * can do it while the event loop runs on another.
+ */
+int
+net_island_drops(int nsfd, struct net_drops *d, char **cause)
+{
+	struct nft_ctx *nft;
+	int self, rc = -1;
+
+	memset(d, 0, sizeof *d);
+	if ((self = net_enter(nsfd, cause)) == -1)
+		return -1;
+	if ((nft = nft_ctx_new(NFT_CTX_DEFAULT)) == NULL) {
+		cause_set(cause, "nft_ctx_new failed");
+		net_leave(self);
+		return -1;
+	}
+	nft_ctx_output_set_flags(nft, NFT_CTX_OUTPUT_JSON);
+	nft_ctx_buffer_output(nft);
+	nft_ctx_buffer_error(nft);
+	if (nft_run_cmd_from_buffer(nft, "reset counters") != 0)
+		cause_set(cause, "nftables reset counters: %s", nft_ctx_get_error_buffer(nft));
+	else
+		rc = net_drops_parse(nft_ctx_get_output_buffer(nft), d, cause);
+	nft_ctx_free(nft);
+	net_leave(self);
+	return rc;
 }

@@ -6,8 +6,8 @@
  * and DNS to the gateway's sockets on 10.0.0.1 and drops everything else.
  *
  * Runs in the privileged parent. Every operation that enters the namespace
- * (setns) returns to the caller's namespace before it returns, so the
- * caller must be single-threaded or call these from one thread.
+ * (setns, which moves only the calling thread) returns to the thread's own
+ * namespace before it returns.
  *
  * The namespace is pinned by a bind mount at NET_NETNS_DIR/airlock-<name>,
  * so `ip netns` and the gateway can find it and it outlives any process.
@@ -54,6 +54,14 @@ int net_island_open_tap(const struct net_island *ni, char **cause);
  */
 int net_island_gateway_sockets(const struct net_island *ni, int *tcp_fd, int *dns_fd,
     char **cause);
+
+struct net_drops;
+/*
+ * Read and reset the drop counters of the island whose namespace fd is
+ * nsfd (net_drops.h). Enters it from the calling thread only: safe in a
+ * worker thread. 0 / -1 with cause.
+ */
+int net_island_drops(int nsfd, struct net_drops *, char **cause);
 
 /* Unpin the namespace: the tap and rules go with it. Missing = done. */
 int net_island_delete(struct net_island *ni, char **cause);

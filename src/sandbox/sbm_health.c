@@ -234,3 +234,36 @@ sbm_health_free(struct sbm_health *h)
 	free(h->hl_why);
 	free(h);
 }
+
+/* A guest up for window_ms since its last restart starts a new count. */
+static void
+restart_forgive(struct sbm_restarts *r, int64_t now_ms, int64_t window_ms)
+{
+	if (r->last_ms != 0 && now_ms - r->last_ms >= window_ms) {
+		r->last_ms = 0;
+		r->count = 0;
+	}
+}
+
+int64_t
+sbm_restart_grace(struct sbm_restarts *r, int64_t now_ms, int64_t grace_ms, int max,
+    int64_t window_ms)
+{
+	int n;
+
+	restart_forgive(r, now_ms, window_ms);
+	/* The one that will fail waits only the plain grace: no point in waiting longer. */
+	n = r->count < max ? r->count : 0;
+	return grace_ms << (n < 16 ? n : 16);
+}
+
+int
+sbm_restart_allow(struct sbm_restarts *r, int64_t now_ms, int max, int64_t window_ms)
+{
+	restart_forgive(r, now_ms, window_ms);
+	if (r->count >= max)
+		return 0;
+	r->count++;
+	r->last_ms = now_ms;
+	return 1;
+}

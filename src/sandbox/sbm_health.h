@@ -43,4 +43,23 @@ void sbm_health_disarm(struct sbm_health *h);
 void sbm_health_channel_down(struct sbm_health *h, const char *reason);
 void sbm_health_free(struct sbm_health *h);
 
+/*
+ * Restarts after unhealthy, rate-limited: a guest that keeps breaking its
+ * agent would otherwise be restored from its snapshot every grace period
+ * forever. Each restart waits longer than the one before (grace x 2^n for
+ * the n-th, the doubling capped below max); once max restarts followed
+ * each other with less than window_ms between them, the sandbox fails
+ * with the cause instead. A guest that stays up for window_ms after a
+ * restart is forgiven (the count starts again).
+ */
+struct sbm_restarts {
+	int64_t		 last_ms;	/* the latest restart; 0: none */
+	int		 count;		/* restarts in the current run */
+};
+/* How long an unhealthy sandbox waits before it is acted on (backed off). */
+int64_t sbm_restart_grace(struct sbm_restarts *r, int64_t now_ms, int64_t grace_ms, int max,
+    int64_t window_ms);
+/* 1: restart now (counted); 0: max restarts were made in a row, fail. */
+int sbm_restart_allow(struct sbm_restarts *r, int64_t now_ms, int max, int64_t window_ms);
+
 #endif

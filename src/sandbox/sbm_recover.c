@@ -141,52 +141,61 @@ recover_adopted(struct sandbox *sb, const char *error, int status, void *arg)
 static void
 recover_one(struct sbm *m, struct sandbox *sb, int *pending)
 {
-	const char *st = sb_state(sb), *snap;
+	enum sb_state st = sb_state(sb);
+	const char *snap;
 	char *why, *dir;
 	uid_t uid;
 
+	/* A pool member: adopted only if verified (sbm_pool.c), else destroyed. */
+	if (st == SB_POOLED) {
+		int have = find_uid(sb_id(sb), &uid);
+
+		sbm_pool_recover(sb, have, uid, recover_adopted, pending, pending);
+		return;
+	}
 	/* QEMU has no parent-death signal: after a SIGKILL its guest runs on. */
-	if ((strcmp(st, "running") == 0 || strcmp(st, "paused") == 0) &&
+	if ((st == SB_RUNNING || st == SB_PAUSED) &&
 	    find_uid(sb_id(sb), &uid)) {
 		(*pending)++;
 		sbm_recover_adopt(sb, uid, recover_adopted, pending);
 		return;
 	}
 
-	if (strcmp(st, "suspended") == 0) {
+	if (st == SB_SUSPENDED) {
 		snap = sbm_recover_snapshot(sb);
 		dir = paths_data("snapshots/%s", snap ? snap : "-");
 		if (snap == NULL || !path_exists(dir))
-			sbm_recover_mark(sb, "failed", "its suspend snapshot is missing");
+			sbm_recover_mark(sb, SB_FAILED, "its suspend snapshot is missing");
 		free(dir);
 		sbm_cleanup_host(sb_id(sb));
 		return;
 	}
-	if (strcmp(st, "failed") == 0) {
+	if (st == SB_FAILED) {
 		sbm_cleanup_host(sb_id(sb));
 		return;
 	}
 	sbm_cleanup_host(sb_id(sb));
-	if (strcmp(st, "deleting") == 0) {
+	if (st == SB_DELETING) {
 		sbm_recover_delete(sb);
 		return;
 	}
-	if (strcmp(st, "suspending") == 0 || strcmp(st, "resuming") == 0) {
+	if (st == SB_SUSPENDING || st == SB_RESUMING) {
 		snap = sbm_recover_snapshot(sb);
 		dir = paths_data("snapshots/%s", snap ? snap : "-");
 		if (snap != NULL && path_exists(dir)) {
 			/* The snapshot is complete (committed by rename): the sandbox is suspended. */
-			sbm_recover_mark(sb, "suspended", NULL);
+			sbm_recover_mark(sb, SB_SUSPENDED, NULL);
 			free(dir);
 			return;
 		}
 		free(dir);
 		sbm_recover_drop_snapshot(sb);
 	}
-	xasprintf(&why, "airlockd restarted while the sandbox was %s; its VM was stopped%s", st,
-	    strcmp(st, "running") == 0 || strcmp(st, "paused") == 0 ?
+	xasprintf(&why, "airlockd restarted while the sandbox was %s; its VM was stopped%s",
+	    sb_state_name(st),
+	    st == SB_RUNNING || st == SB_PAUSED ?
 	    " (no jail uid claim: it had no VM to adopt)" : "");
-	sbm_recover_mark(sb, "failed", why);
+	sbm_recover_mark(sb, SB_FAILED, why);
 	free(why);
 }
 
@@ -246,7 +255,7 @@ recover_orphan_snapshots(struct sbm *m)
 		name = tmp ? de->d_name + 5 : de->d_name;
 		if (!snapshot_owner(name, id))
 			continue;
-		sb = sbm_find(m, id, NULL);
+		sb = sbm_recover_known(m, id);
 		snap = sb != NULL ? sbm_recover_snapshot(sb) : NULL;
 		if (!tmp && snap != NULL && strcmp(snap, name) == 0)
 			continue;
@@ -288,7 +297,7 @@ recover_orphan_logs(struct sbm *m)
 			continue;
 		memcpy(id, de->d_name, SBM_ID_LEN);
 		id[SBM_ID_LEN] = '\0';
-		if (!is_sandbox_id(id) || sbm_find(m, id, NULL) != NULL)
+		if (!is_sandbox_id(id) || sbm_recover_known(m, id))
 			continue;
 		xasprintf(&path, "%s/%s.console", dir, id);
 		console_file_remove(path);
@@ -308,7 +317,7 @@ recover_orphans(struct sbm *m)
 
 	if ((d = opendir(dir)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
-			if (!is_sandbox_id(de->d_name) || sbm_find(m, de->d_name, NULL) != NULL)
+			if (!is_sandbox_id(de->d_name) || sbm_recover_known(m, de->d_name))
 				continue;
 			log_info("recover: removing orphan sandbox dir %s", de->d_name);
 			sbm_cleanup_host(de->d_name);
@@ -323,7 +332,7 @@ recover_orphans(struct sbm *m)
 
 			if (strncmp(de->d_name, NET_NETNS_PREFIX, plen) != 0 ||
 			    !is_sandbox_id(de->d_name + plen) ||
-			    sbm_find(m, de->d_name + plen, NULL) != NULL)
+			    sbm_recover_known(m, de->d_name + plen))
 				continue;
 			/*
 			 * /run/netns is host-wide: an island with neither a record nor a
@@ -341,6 +350,7 @@ recover_orphans(struct sbm *m)
 		closedir(d);
 	}
 	recover_orphan_snapshots(m);
+	sbm_snap_recover(m);
 	recover_orphan_logs(m);
 }
 
@@ -358,6 +368,7 @@ sbm_recover(struct sbm *m, char **cause)
 		memset(&f, 0, sizeof(f));
 		f.after = after;
 		f.limit = STORE_LIST_LIMIT_MAX;
+		f.worker = sbm_worker_name(m);	/* other workers' rows are theirs to recover */
 		if (store_sandbox_list(sbm_store(m), &f, &recs, &n, cause) == -1)
 			return -1;
 		for (i = 0; i < n; i++) {
@@ -378,6 +389,6 @@ sbm_recover(struct sbm *m, char **cause)
 		log_info("recover: released %zu stale jail uid claim(s)", n);
 	sbm_recover_wait(m, &pending);
 	log_info("recovered %zu sandbox(es) from the store (%zu running or paused)", nadopted,
-	    (size_t)(sbm_count(m, "running") + sbm_count(m, "paused")));
+	    (size_t)(sbm_count(m, SB_RUNNING) + sbm_count(m, SB_PAUSED)));
 	return 0;
 }

@@ -213,78 +213,8 @@ console_file_remove(const char *path)
 	free(old);
 }
 
-/* Length of the valid, printable UTF-8 sequence at p (2-4), or 0. */
-static size_t
-utf8_printable(const unsigned char *p, size_t left)
-{
-	size_t n, i;
-	unsigned lo = 0x80, hi = 0xbf;
-
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		n = 3;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (left < n)
-		return 0;
-	if (p[0] == 0xe0)
-		lo = 0xa0;		/* overlong */
-	else if (p[0] == 0xed)
-		hi = 0x9f;		/* UTF-16 surrogates */
-	else if (p[0] == 0xf0)
-		lo = 0x90;		/* overlong */
-	else if (p[0] == 0xf4)
-		hi = 0x8f;		/* above U+10FFFF */
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (i = 2; i < n; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	/* C1 controls (U+0080..U+009F) act on terminals too (U+009B is CSI). */
-	if (p[0] == 0xc2 && p[1] < 0xa0)
-		return 0;
-	return n;
-}
-
 char *
 console_escape(const char *buf, size_t len, size_t *outlen)
 {
-	const unsigned char *p = (const unsigned char *)buf;
-	static const char hex[] = "0123456789abcdef";
-	char *out = xmalloc(len * 4 + 1), *o = out;
-	size_t i = 0, n;
-
-	while (i < len) {
-		unsigned char ch = p[i];
-
-		if (ch == '\r' && i + 1 < len && p[i + 1] == '\n') {
-			i++;		/* the serial line's CR LF is a newline */
-			continue;
-		}
-		if (ch == '\\') {
-			*o++ = '\\';
-			*o++ = '\\';
-			i++;
-		} else if (ch == '\n' || ch == '\t' || (ch >= 0x20 && ch < 0x7f)) {
-			*o++ = (char)ch;
-			i++;
-		} else if (ch >= 0x80 && (n = utf8_printable(p + i, len - i)) > 0) {
-			memcpy(o, p + i, n);
-			o += n;
-			i += n;
-		} else {
-			*o++ = '\\';
-			*o++ = 'x';
-			*o++ = hex[ch >> 4];
-			*o++ = hex[ch & 0xf];
-			i++;
-		}
-	}
-	*o = '\0';
-	if (outlen != NULL)
-		*outlen = (size_t)(o - out);
-	return out;
+	return utf8_escape_ext(buf, len, 0, UTF8_ESC_C1 | UTF8_ESC_CRLF, outlen);
 }

@@ -22,8 +22,7 @@ argv_add(struct argv *a, const char *fmt, ...)
 	char *s;
 
 	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		abort();
+	xvasprintf(&s, fmt, ap);
 	va_end(ap);
 	if (a->ac + 2 > a->cap) {
 		a->cap *= 2;
@@ -60,9 +59,92 @@ qemu_safe_path(const char *field, const char *path, char **cause)
 	return 0;
 }
 
+/* The volume in slot k, or NULL: the slot holds its placeholder. */
+static const struct vm_spec_volume *
+qemu_slot_volume(const struct vm_spec *s, unsigned k)
+{
+	unsigned i;
+
+	for (i = 0; i < s->nvolumes && i < VM_VOLUMES_MAX; i++)
+		if (s->volumes[i].slot >= 0 && (unsigned)s->volumes[i].slot == k)
+			return &s->volumes[i];
+	return NULL;
+}
+
+/* The volume's fd set: -add-fd of its fd (and for read-write ones the read-only fd). */
+static void
+qemu_argv_fdset(struct argv *a, const struct vm_spec_volume *v, unsigned set)
+{
+	/* QEMU opens an image read-only first (probing, locks): the set holds both. */
+	argv_add(a, "-add-fd");
+	argv_add(a, "fd=%d,set=%u", v->fd, set);
+	if (!v->read_only) {
+		argv_add(a, "-add-fd");
+		argv_add(a, "fd=%d,set=%u", v->fd_ro, set);
+	}
+}
+
+/*
+ * The slots (qemu_argv.h): node slotK is raw over slotKp (the null-co
+ * placeholder, reads are zeros) or over slotKf (the volume's fd set, for a
+ * restore of a sandbox that had the volume: its guest has it mounted).
+ * vm_slot.c swaps the child of slotK at a claim; the device never changes.
+ */
+static void
+qemu_argv_slots(const struct vm_spec *s, struct argv *a)
+{
+	const struct vm_spec_volume *v;
+	unsigned k, i;
+	int ro;
+
+	for (k = 0; k < VM_SLOTS; k++) {
+		ro = VM_SLOT_IS_RO(k);
+		if ((v = qemu_slot_volume(s, k)) != NULL) {
+			i = (unsigned)(v - s->volumes);
+			qemu_argv_fdset(a, v, 10 + i);
+			argv_add(a, "-blockdev");
+			argv_add(a, "driver=file,node-name=slot%uf,filename=/dev/fdset/%u,"
+			    "discard=unmap,read-only=%s", k, 10 + i, ro ? "on" : "off");
+		} else {
+			argv_add(a, "-blockdev");
+			argv_add(a, "driver=null-co,node-name=slot%up,size=%llu,read-zeroes=on,"
+			    "read-only=%s", k, ro ? VM_SLOT_RO_BYTES : VM_SLOT_RW_BYTES,
+			    ro ? "on" : "off");
+		}
+		argv_add(a, "-blockdev");
+		argv_add(a, "driver=raw,node-name=slot%u,file=slot%u%s,read-only=%s", k, k,
+		    v != NULL ? "f" : "p", ro ? "on" : "off");
+		argv_add(a, "-device");
+		argv_add(a, "virtio-blk-device,drive=slot%u,serial=airlock-slot%u%s", k, k,
+		    ro ? "" : ",werror=enospc,rerror=report");
+	}
+}
+
 int
 qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 {
+	unsigned i;
+
+	if (s->nvolumes > VM_VOLUMES_MAX) {
+		cause_set(cause, "volumes: at most %d", VM_VOLUMES_MAX);
+		return -1;
+	}
+	for (i = 0; i < s->nvolumes; i++) {
+		const char *sr = s->volumes[i].serial;
+		if (sr == NULL || *sr == '\0' || strlen(sr) > 20 ||
+		    strspn(sr, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(sr) ||
+		    s->volumes[i].fd < 3 || (!s->volumes[i].read_only && s->volumes[i].fd_ro < 3)) {
+			cause_set(cause, "volumes[%u]: a serial of 1-20 [a-z0-9-] and an fd", i);
+			return -1;
+		}
+		if (s->slots && s->volumes[i].slot >= 0 && (s->volumes[i].slot >= VM_SLOTS ||
+		    !VM_SLOT_IS_RO(s->volumes[i].slot) != !s->volumes[i].read_only ||
+		    qemu_slot_volume(s, (unsigned)s->volumes[i].slot) != &s->volumes[i])) {
+			cause_set(cause, "volumes[%u]: slot %d is not a free slot of its kind", i,
+			    s->volumes[i].slot);
+			return -1;
+		}
+	}
 	if (s->vcpus < 1 || s->vcpus > VM_VCPUS_MAX) {
 		cause_set(cause, "vcpus: %u out of range 1..%d", s->vcpus, VM_VCPUS_MAX);
 		return -1;
@@ -121,10 +203,20 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 		argv_add(a, "tcg,tb-size=%u", s->tcg_tb_mb);
 	else
 		argv_add(a, "%s", s->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
-	if (s->accel == VM_ACCEL_KVM) {
-		argv_add(a, "-cpu");
-		argv_add(a, "host");
-	}
+	/*
+	 * TCG's default model, qemu64, stops at SSE3 and TCG refuses what the
+	 * model lacks: Debian 12's Python stack (the code interpreter's
+	 * matplotlib/pandas import) died of SIGILL on it. max is everything TCG
+	 * emulates, less MONITOR/MWAIT: TCG's MWAIT only halts, and we believe
+	 * nothing wakes it when another vCPU writes the monitored line, which
+	 * is how a Linux guest that idles with MWAIT expects to be woken (no
+	 * IPI); with it, guests here froze idle (functional:vm, twice in a few
+	 * runs; docs/vm-engine.md "TCG CPU model"). A
+	 * guest's CPU model is part of what a snapshot restores into: one
+	 * taken before this change restores into a different model.
+	 */
+	argv_add(a, "-cpu");
+	argv_add(a, s->accel == VM_ACCEL_KVM ? "host" : VM_TCG_CPU);
 	argv_add(a, "-smp");
 	argv_add(a, "%u", s->vcpus);
 	argv_add(a, "-m");
@@ -172,9 +264,18 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 		argv_add(a, "-initrd");
 		argv_add(a, "%s", s->initrd);
 		argv_add(a, "-append");
+		/*
+		 * TCG: tsc_early_khz, or some boots hang calibrating the TSC;
+		 * tsc=reliable, or the boot-time sync check finds the vCPUs'
+		 * TSCs "unsynchronized", the guest falls back to the
+		 * refined-jiffies clocksource and its wall clock loses ticks
+		 * under host load (15 % slow measured: seconds a minute after
+		 * /init set it). TCG's TSC is the host's, one offset for all
+		 * vCPUs, and continues across snapshot/restore and stop/cont.
+		 */
 		if (s->accel == VM_ACCEL_TCG)
 			argv_add(a, "console=ttyS0 panic=-1 quiet cryptomgr.notests "
-			    "tsc_early_khz=%lu%s%s", s->tsc_khz,
+			    "tsc_early_khz=%lu tsc=reliable%s%s", s->tsc_khz,
 			    s->append ? " " : "", s->append ? s->append : "");
 		else
 			argv_add(a, "console=ttyS0 panic=-1 quiet cryptomgr.notests%s%s",
@@ -196,6 +297,25 @@ qemu_argv_build(const struct vm_spec *s, struct argv *a, char **cause)
 	    "werror=enospc,rerror=report", s->rootfs);
 	argv_add(a, "-device");
 	argv_add(a, "virtio-blk-device,drive=root");
+	if (s->slots)
+		qemu_argv_slots(s, a);
+	/*
+	 * Volumes: QEMU gets an fd airlockd opened (O_RDONLY for read-only
+	 * ones), never a path: the jail holds no volume file, and QEMU cannot
+	 * open another. The guest finds each by its serial (docs/volumes.md).
+	 */
+	for (i = 0; i < s->nvolumes; i++) {
+		const struct vm_spec_volume *v = &s->volumes[i];
+		if (s->slots && v->slot >= 0)
+			continue;
+		qemu_argv_fdset(a, v, 10 + i);
+		argv_add(a, "-drive");
+		argv_add(a, "id=vol%u,file=/dev/fdset/%u,format=raw,if=none,cache=writeback,"
+		    "discard=unmap,readonly=%s,werror=enospc,rerror=report", i, 10 + i,
+		    v->read_only ? "on" : "off");
+		argv_add(a, "-device");
+		argv_add(a, "virtio-blk-device,drive=vol%u,serial=%s", i, v->serial);
+	}
 	argv_add(a, "-object");
 	argv_add(a, "rng-random,id=rng0,filename=/dev/urandom");
 	argv_add(a, "-device");
@@ -226,6 +346,17 @@ void
 qemu_argv_devices(const struct vm_spec *s, char *buf, size_t len)
 {
 	/* Same order as the command line: the migration stream depends on it. */
-	snprintf(buf, len, "virtio-blk,virtio-rng%s%s", s->agent_socket ? ",virtio-serial" : "",
-	    s->net ? ",virtio-net" : "");
+	int n = snprintf(buf, len, "virtio-blk");
+	unsigned i;
+
+	for (i = 0; s->slots && i < VM_SLOTS && n > 0 && (size_t)n < len; i++)
+		n += snprintf(buf + n, len - (size_t)n, ",virtio-blk:airlock-slot%u%s", i,
+		    VM_SLOT_IS_RO(i) ? ":ro" : "");
+	for (i = 0; i < s->nvolumes && n > 0 && (size_t)n < len; i++)
+		if (!s->slots || s->volumes[i].slot < 0)
+			n += snprintf(buf + n, len - (size_t)n, ",virtio-blk:%s%s",
+			    s->volumes[i].serial, s->volumes[i].read_only ? ":ro" : "");
+	if (n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ",virtio-rng%s%s",
+		    s->agent_socket ? ",virtio-serial" : "", s->net ? ",virtio-net" : "");
 }

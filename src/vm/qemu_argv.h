@@ -21,6 +21,39 @@ void argv_init(struct argv *a);
 void argv_add(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void argv_free(struct argv *a);
 
+/* The CPU model under TCG (qemu_argv.c says why); a base manifest names it. */
+#define VM_TCG_CPU		"max,-monitor"
+#define VM_VOLUMES_MAX		8
+
+/*
+ * Volume slots (docs/volumes.md "Pools and snapshots"): every template VM
+ * has VM_SLOTS_RW read-write and VM_SLOTS_RO read-only virtio-blk disks
+ * from boot, so a pool member or a base snapshot (whose devices are fixed
+ * at boot: microvm has no hot-plug) can be given volumes at claim. An
+ * empty slot is raw over a null-co placeholder (no host file); a claim
+ * swaps the placeholder for the volume (vm_slot.c). The read-write
+ * placeholder is tiny and block_resize'd to the volume (QEMU refuses to
+ * resize a read-only node): the read-only one is as large as any volume
+ * may be, so the guest's capacity already covers the volume's filesystem.
+ */
+#define VM_SLOTS_RW		2
+#define VM_SLOTS_RO		1
+#define VM_SLOTS		(VM_SLOTS_RW + VM_SLOTS_RO)
+#define VM_SLOT_RW_BYTES	(1ULL << 20)
+#define VM_SLOT_RO_BYTES	(1ULL << 40)
+#define VM_SLOT_FDSET		20	/* fd set of slot K at claim: VM_SLOT_FDSET + K */
+/* Slot K is read-only iff K >= VM_SLOTS_RW. */
+#define VM_SLOT_IS_RO(k)	((k) >= VM_SLOTS_RW)
+
+/* An extra disk (a volume): an fd QEMU inherited, a serial the guest finds it by. */
+struct vm_spec_volume {
+	int		 fd;		/* in QEMU's fd table */
+	int		 fd_ro;		/* read-write volumes: an O_RDONLY one in the same set */
+	const char	*serial;	/* [a-z0-9-], at most 20 (virtio-blk's limit) */
+	int		 read_only;
+	int		 slot;		/* -1: a disk of its own after the slots; else its slot */
+};
+
 struct vm_spec {
 	enum vm_accel	 accel;		/* KVM or TCG, already detected */
 	unsigned long	 tsc_khz;	/* required under TCG */
@@ -47,6 +80,9 @@ struct vm_spec {
 	const char	*guest_mac;
 	int		 seccomp;	/* -sandbox on with everything denied */
 	unsigned	 tcg_tb_mb;	/* TCG translation cache cap; 0: QEMU's 1 GiB */
+	struct vm_spec_volume	 volumes[VM_VOLUMES_MAX];	/* after the root disk */
+	unsigned		 nvolumes;
+	int			 slots;		/* the VM_SLOTS slot disks (empty or a volume's) */
 };
 
 /* The device list recorded in snapshot headers; must match to restore. */

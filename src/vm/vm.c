@@ -1,6 +1,7 @@
 /*
  * QEMU microvm driver behind vm.h: jailed spawn, QMP-driven lifecycle,
- * console capture, snapshot/restore fast path (qemu-notes.md §3c).
+ * console capture; restore and snapshot (qemu-notes.md §3c) are in
+ * vm_restore.c and vm_snapshot.c, sharing struct vm through vm_priv.h.
  */
 #include <sys/socket.h>
 #include <poll.h>
@@ -28,67 +29,10 @@
 #include "vm/qemu_argv.h"
 #include "vm/vm.h"
 #include "vm/vm_adopt.h"
+#include "vm/vm_priv.h"
 #include "vm/vm_console.h"
 #include "vm/vm_jail.h"
 #include "vm/vm_qmp.h"
-
-#define VM_F_DEAD	0x1	/* process reaped */
-#define VM_F_CLOSED	0x2	/* QMP closed (or never came up) */
-#define VM_F_WANT_EXIT	0x4	/* stop/suspend asked for the exit */
-#define VM_F_ADOPTED	0x8	/* not our child: init reaps it, its status is lost */
-
-enum vm_op { VM_OP_NONE, VM_OP_BOOT, VM_OP_RESTORE, VM_OP_PAUSE, VM_OP_RESUME,
-	VM_OP_SNAPSHOT, VM_OP_STOP, VM_OP_ADOPT };
-
-struct vm {
-	struct event_base	*vm_base;
-	char			*vm_name;
-	char			*vm_template;
-	char			*vm_kernel_id;
-	unsigned		 vm_memory_mb, vm_vcpus;
-	char			 vm_devices[128];
-	const struct stor_sandbox *vm_sb;	/* borrowed: the caller owns the sandbox */
-	char			*vm_qmp_path, *vm_console_path, *vm_agent_path;
-	enum vm_state		 vm_state;
-	int			 vm_flags;
-	int			 vm_own_mem;		/* RAM in vm/mem, share=on: can snapshot */
-
-	pid_t			 vm_pid;
-	int			 vm_pidfd;
-	struct event		*vm_pidev;
-	int			 vm_status;
-	struct vm_cgroup	 vm_cg;
-
-	struct qmp		*vm_qmp;
-	struct vm_console	*vm_con;
-	size_t			 vm_console_max;
-	int			 vm_console_events;
-	char			*vm_guest_stop;		/* SHUTDOWN reason, if any */
-	char			*vm_qmp_err;		/* why QMP never came up */
-	uint64_t		 vm_io_err_ms;		/* last BLOCK_IO_ERROR logged */
-	vm_status_cb		 vm_status_cb;		/* vm_query_status in flight */
-	void			*vm_status_arg;
-
-	vm_event_cb		 vm_evcb;
-	void			*vm_arg;
-
-	enum vm_op		 vm_op;
-	vm_done_cb		 vm_opcb;
-	struct event		*vm_timer;		/* op timers: poll, grace, kill */
-	int			 vm_stage;
-	int			 vm_was_running;
-	char			*vm_snap_id;
-	int			 vm_snap_exit;
-	struct stor_snapshot	 vm_snap;
-	int			 vm_snapfd;
-	struct timespec		 vm_deadline;
-
-	struct timespec		 vm_t0;			/* vm_boot/vm_restore called */
-	struct vm_timings	 vm_times;
-
-	int			 vm_depth;		/* user callbacks on the stack */
-	int			 vm_freed;
-};
 
 static void vm_check_finished(struct vm *);
 static void vm_qmp_ready(struct qmp *, const char *, void *);
@@ -110,35 +54,26 @@ const char *vm_name(const struct vm *vm) { return vm->vm_name; }
 const char *vm_agent_socket(const struct vm *vm) { return vm->vm_agent_path; }
 const struct vm_cgroup *vm_cgroup(const struct vm *vm) { return &vm->vm_cg; }
 
-static void
-vm_deadline_in(struct vm *vm, int ms)
+void
+vm_trace(struct vm *vm, const char *fmt, ...)
 {
-	clock_gettime(CLOCK_MONOTONIC, &vm->vm_deadline);
-	vm->vm_deadline.tv_sec += ms / 1000;
-	vm->vm_deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (vm->vm_deadline.tv_nsec >= 1000000000L) {
-		vm->vm_deadline.tv_sec++;
-		vm->vm_deadline.tv_nsec -= 1000000000L;
+	char *t = vm->vm_times.qmp_trace;
+	size_t len = strlen(t), room = sizeof(vm->vm_times.qmp_trace) - len;
+	va_list ap;
+	int n;
+
+	if (room <= 4 || (len >= 3 && strcmp(t + len - 3, "...") == 0))
+		return;
+	if (len > 0) {
+		t[len++] = ',';
+		room--;
 	}
-}
-
-static int
-vm_deadline_passed(const struct vm *vm)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > vm->vm_deadline.tv_sec || (now.tv_sec == vm->vm_deadline.tv_sec &&
-	    now.tv_nsec >= vm->vm_deadline.tv_nsec);
-}
-
-static double
-vm_ms_since(const struct timespec *t0)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+	va_start(ap, fmt);
+	n = vsnprintf(t + len, room, fmt, ap);
+	va_end(ap);
+	/* Cut: say so rather than leave half a name. */
+	if (n < 0 || (size_t)n >= room)
+		snprintf(t + (len > 0 ? len - 1 : 0), 4, "...");
 }
 
 void
@@ -147,7 +82,7 @@ vm_timings(const struct vm *vm, struct vm_timings *t)
 	*t = vm->vm_times;
 }
 
-static void
+void
 vm_timer_in(struct vm *vm, int ms, event_callback_fn fn)
 {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -164,13 +99,12 @@ vm_emit(struct vm *vm, const struct vm_event *e)
 {
 	if (vm->vm_evcb == NULL)
 		return 0;
-	vm->vm_depth++;
+	vm_hold(vm);
 	vm->vm_evcb(vm, e, vm->vm_arg);
-	vm->vm_depth--;
-	return vm->vm_freed ? -1 : 0;
+	return vm_put(vm) ? -1 : 0;
 }
 
-static int
+int
 vm_op_done(struct vm *vm, const char *error)
 {
 	vm_done_cb cb = vm->vm_opcb;
@@ -184,26 +118,23 @@ vm_op_done(struct vm *vm, const char *error)
 	}
 	if (cb == NULL || op == VM_OP_NONE)
 		return 0;
-	vm->vm_depth++;
+	vm_hold(vm);
 	cb(vm, error, vm->vm_arg);
-	vm->vm_depth--;
-	return vm->vm_freed ? -1 : 0;
+	return vm_put(vm) ? -1 : 0;
 }
 
 /* Fail the current operation; a VMM that never got going is killed. */
-static void
-vm_op_fail(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void
+void
 vm_op_fail(struct vm *vm, const char *fmt, ...)
 {
 	va_list ap;
 	char *msg, *qlog;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	if (vm->vm_op == VM_OP_BOOT || vm->vm_op == VM_OP_RESTORE || vm->vm_op == VM_OP_ADOPT) {
+	if (vm->vm_op == VM_OP_BOOT || vm->vm_op == VM_OP_RESTORE || vm->vm_op == VM_OP_ADOPT ||
+	    vm->vm_op == VM_OP_SPAWN) {
 		/* Nothing half-started (or half-adopted): the VMM goes, the caller sees why. */
 		qlog = NULL;
 		if (vm->vm_sb != NULL && read_file(vm->vm_sb->ss_qemulog, 4096, &qlog, NULL,
@@ -360,8 +291,8 @@ vm_check_finished(struct vm *vm)
 	/* Drain what the console still holds so the tail is complete. */
 	tail = NULL;
 	if (vm->vm_con != NULL) {
-		if (vm_console_drain(vm->vm_con) == -1 || vm->vm_freed)
-			return;
+		if (vm_console_drain(vm->vm_con) == -1)
+			return;		/* a console callback ended vm (and the console) */
 		tail = vm_console_tail(vm->vm_con);
 		vm_console_free(vm->vm_con);
 		vm->vm_con = NULL;
@@ -369,6 +300,8 @@ vm_check_finished(struct vm *vm)
 	if (tail == NULL)
 		tail = xstrdup("");
 	reason = vm_exit_reason(vm);
+	free(vm->vm_exit_why);
+	vm->vm_exit_why = xstrdup(reason);
 	if (vm_cgroup_destroy(&vm->vm_cg, NULL) == -1)
 		log_warnx("vm %s: cgroup not removed", vm->vm_name);
 	if (vm->vm_pidfd != -1) {
@@ -395,10 +328,11 @@ vm_check_finished(struct vm *vm)
 		    vm->vm_qmp_err ? "; QMP: " : "", vm->vm_qmp_err ? vm->vm_qmp_err : "",
 		    *qlog ? "; qemu: " : "", qlog, tail);
 		free(qlog);
-		vm_op_done(vm, msg);
-		free(msg);
-		if (vm->vm_freed)
+		if (vm_op_done(vm, msg) == -1) {
+			free(msg);
 			goto out;
+		}
+		free(msg);
 	}
 	memset(&e, 0, sizeof(e));
 	e.type = VM_EVENT_EXITED;
@@ -413,13 +347,14 @@ out:
 
 /* --- spawn ----------------------------------------------------------- */
 
-static struct vm *
+struct vm *
 vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
     vm_done_cb done, void *arg)
 {
 	struct vm *vm = xcalloc(1, sizeof(*vm));
 	const struct stor_sandbox *sb = cfg->sandbox;
 
+	ref_init(&vm->vm_ref);
 	vm->vm_base = base;
 	vm->vm_name = xstrdup(cfg->name);
 	vm->vm_template = xstrdup(cfg->template_name ? cfg->template_name : "");
@@ -436,15 +371,18 @@ vm_new(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	vm->vm_console_max = cfg->console_max ? cfg->console_max : VM_CONSOLE_MAX;
 	vm->vm_console_events = cfg->console_events;
 	vm->vm_snapfd = -1;
+	vm->vm_devfd = -1;
 	vm->vm_evcb = ev;
 	vm->vm_opcb = done;
 	vm->vm_arg = arg;
 	return vm;
 }
 
-static void
+void
 vm_spec_common(const struct vm_config *cfg, struct vm_spec *s)
 {
+	unsigned i;
+
 	memset(s, 0, sizeof(*s));
 	s->accel = cfg->accel;
 	s->tsc_khz = cfg->tsc_khz;
@@ -460,13 +398,42 @@ vm_spec_common(const struct vm_config *cfg, struct vm_spec *s)
 	s->net = cfg->tap_fd != -1;
 	s->guest_mac = "52:54:00:0a:00:02";
 	s->tcg_tb_mb = VM_TCG_TB_MB;
+	s->nvolumes = cfg->nvolumes <= VM_VOLUMES_MAX ? cfg->nvolumes : VM_VOLUMES_MAX + 1;
+	/* Serials first: the device list a restore checks is made before any fd. */
+	for (i = 0; i < cfg->nvolumes && i < VM_VOLUMES_MAX; i++) {
+		s->volumes[i].serial = cfg->volumes[i].serial;
+		s->volumes[i].read_only = cfg->volumes[i].read_only;
+		s->volumes[i].slot = cfg->slots ? cfg->volumes[i].slot : -1;
+	}
+	s->slots = cfg->slots;
+}
+
+/*
+ * Append the volumes' fds after fds[0..*nfds) and point the spec's entries
+ * at their numbers in QEMU (fds are renumbered from 3 by vm_spawn).
+ */
+void
+vm_spec_volumes(const struct vm_config *cfg, struct vm_spec *s, int *fds, int *nfds)
+{
+	unsigned i;
+
+	for (i = 0; i < cfg->nvolumes && i < VM_VOLUMES_MAX; i++) {
+		fds[*nfds] = cfg->volumes[i].fd;
+		s->volumes[i].fd = 3 + *nfds;
+		(*nfds)++;
+		if (!cfg->volumes[i].read_only) {
+			fds[*nfds] = cfg->volumes[i].fd_ro;
+			s->volumes[i].fd_ro = 3 + *nfds;
+			(*nfds)++;
+		}
+	}
 }
 
 /*
  * Spawn the jailed VMM for spec with fds (renumbered from 3) and connect
  * QMP. On failure nothing is running and the cgroup is gone.
  */
-static int
+int
 vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
     int *fds, int nfds, struct vm_jail_bind *binds, int nbinds, char **cause)
 {
@@ -482,6 +449,11 @@ vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
 		lim.pids_max = 512;
 	if (lim.cpu_millis == 0)
 		lim.cpu_millis = cfg->vcpus * 1000;
+	/* Checked before j.fds is filled: vm_jail_spawn's own check would come too late. */
+	if (nfds < 0 || nfds > VM_JAIL_FDS_MAX) {
+		cause_set(cause, "%d fds for the VMM, at most %d", nfds, VM_JAIL_FDS_MAX);
+		return -1;
+	}
 	if (qemu_argv_build(spec, &a, cause) == -1)
 		return -1;
 	qemu_argv_devices(spec, vm->vm_devices, sizeof(vm->vm_devices));
@@ -512,7 +484,7 @@ vm_spawn(struct vm *vm, const struct vm_config *cfg, struct vm_spec *spec,
 	j.stderr_fd = errfd;
 	j.cgroup_procs = vm->vm_cg.vc_procs;
 	rc = vm_jail_spawn(&j, a.av, &vm->vm_pid, cause);
-	vm->vm_times.spawned = vm_ms_since(&vm->vm_t0);
+	vm->vm_times.spawned = monotonic_ms_since(vm->vm_t0);
 	close(errfd);
 	if (rc == -1)
 		goto bad;
@@ -539,11 +511,16 @@ bad:
 
 /* --- QMP plumbing ---------------------------------------------------- */
 
-static int
+int
 vm_cmd(struct vm *vm, const char *cmd, json_t *args, qmp_reply_cb cb)
 {
 	char *cause = NULL;
 
+	/* Which transport a stream used is part of what the trace is for. */
+	if (strncmp(cmd, "migrate", 7) == 0 && json_is_string(json_object_get(args, "uri")))
+		vm_trace(vm, "%s(%s)", cmd, json_string_value(json_object_get(args, "uri")));
+	else
+		vm_trace(vm, "%s", cmd);
 	if (vm->vm_qmp == NULL || qmp_command(vm->vm_qmp, cmd, args, VM_CMD_TIMEOUT_MS, cb, vm,
 	    &cause) == -1) {
 		vm_op_fail(vm, "%s", cause ? cause : "QMP not connected");
@@ -588,6 +565,17 @@ vm_qmp_event(struct qmp *q, const char *event, json_t *data, void *arg)
 		vm_io_error(vm, data);
 		return;
 	}
+	/* The events capability: the end of a device state stream, no polling. */
+	if (strcmp(event, "MIGRATION") == 0) {
+		const char *st = json_string_value(json_object_get(data, "status"));
+
+		vm_trace(vm, "MIGRATION:%s", st ? st : "?");
+		if (vm->vm_op == VM_OP_RESTORE)
+			vm_incoming_migration(vm, st);
+		else if (vm->vm_op == VM_OP_SNAPSHOT)
+			vm_snap_migration(vm, st);
+		return;
+	}
 	/* Only with a pvpanic device; without one a panic is a guest-reset SHUTDOWN. */
 	if (strcmp(event, "GUEST_PANICKED") == 0)
 		r = json_string("guest-panicked");
@@ -619,9 +607,9 @@ vm_status_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 		return;
 	if (error == NULL && st == NULL)
 		error = "query-status: no status in the answer";
-	vm->vm_depth++;
+	vm_hold(vm);
 	cb(vm, error == NULL ? st : NULL, error, vm->vm_status_arg);
-	vm->vm_depth--;
+	vm_put(vm);
 }
 
 int
@@ -653,14 +641,12 @@ vm_qmp_closed(struct qmp *q, const char *reason, void *arg)
 
 static void vm_boot_cont(struct qmp *, json_t *, const char *, void *);
 static void vm_adopt_status(struct qmp *, json_t *, const char *, void *);
-static void vm_restore_caps(struct qmp *, json_t *, const char *, void *);
 
 static void
 vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 {
 	struct vm *vm = arg;
 	char *cause = NULL;
-	json_t *caps;
 
 	if (error != NULL) {
 		/*
@@ -676,7 +662,7 @@ vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 		vm_check_finished(vm);
 		return;
 	}
-	vm->vm_times.qmp_ready = vm_ms_since(&vm->vm_t0);
+	vm->vm_times.qmp_ready = monotonic_ms_since(vm->vm_t0);
 	/* The console socket exists once QMP answers: chardevs come first. */
 	if (vm_console_connect(vm, &cause) == -1) {
 		vm_op_fail(vm, "%s", cause);
@@ -691,9 +677,7 @@ vm_qmp_ready(struct qmp *q, const char *error, void *arg)
 		vm_cmd(vm, "query-status", NULL, vm_adopt_status);
 		return;
 	}
-	caps = json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared",
-	    "state", 1);
-	vm_cmd(vm, "migrate-set-capabilities", caps, vm_restore_caps);
+	vm_incoming_qmp_ready(vm);
 }
 
 /* --- boot ------------------------------------------------------------ */
@@ -711,7 +695,7 @@ vm_boot_cont(struct qmp *q, json_t *ret, const char *error, void *arg)
 		return;
 	}
 	vm->vm_state = VM_RUNNING;
-	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
+	vm->vm_times.running = monotonic_ms_since(vm->vm_t0);
 	vm_op_done(vm, NULL);
 }
 
@@ -723,10 +707,10 @@ vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	    { cfg->initrd, "/ro/initrd" } };
 	struct vm_spec spec;
 	struct vm *vm;
-	struct timespec t0;
-	int fds[1], nfds = 0, fd;
+	double t0;
+	int fds[1 + 2 * VM_VOLUMES_MAX], nfds = 0, fd;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = monotonic_msf();
 	if (cfg->kernel == NULL || cfg->initrd == NULL) {
 		cause_set(cause, "boot %s: kernel and initrd are required", cfg->name);
 		return NULL;
@@ -758,6 +742,7 @@ vm_boot(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 		fds[nfds++] = cfg->tap_fd;
 		spec.tap_fd = 3;
 	}
+	vm_spec_volumes(cfg, &spec, fds, &nfds);
 	if (vm_spawn(vm, cfg, &spec, fds, nfds, binds, 2, cause) == -1) {
 		cause_wrap(cause, "boot %s", cfg->name);
 		vm->vm_op = VM_OP_NONE;
@@ -792,8 +777,19 @@ vm_adopt_status(struct qmp *q, json_t *ret, const char *error, void *arg)
 		vm_op_fail(vm, "adopt: the VM is %s, not running or paused", st ? st : "?");
 		return;
 	}
-	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
+	vm->vm_times.running = monotonic_ms_since(vm->vm_t0);
 	vm_op_done(vm, NULL);
+}
+
+int
+vm_adopt_slots(const struct vm_config *cfg, char **cause)
+{
+	struct vm_proc vp;
+
+	if (vm_proc_find(cfg->name, cfg->sandbox->ss_uid, &vp, cause) == -1)
+		return -1;
+	close(vp.vp_pidfd);
+	return vp.vp_slots;
 }
 
 struct vm *
@@ -805,14 +801,17 @@ vm_adopt(struct event_base *base, const struct vm_config *cfg, vm_event_cb ev,
 	struct vm_proc vp;
 	struct vm_spec spec;
 	struct vm *vm;
-	struct timespec t0;
+	double t0;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = monotonic_msf();
 	if (vm_proc_find(cfg->name, cfg->sandbox->ss_uid, &vp, cause) == -1)
 		goto bad;
-	if (vp.vp_memory_mb != cfg->memory_mb || vp.vp_vcpus != cfg->vcpus) {
-		cause_set(cause, "VMM pid %d has %u MiB / %u vCPUs, the sandbox %u MiB / %u vCPUs",
-		    (int)vp.vp_pid, vp.vp_memory_mb, vp.vp_vcpus, cfg->memory_mb, cfg->vcpus);
+	if (vp.vp_memory_mb != cfg->memory_mb || vp.vp_vcpus != cfg->vcpus ||
+	    !vp.vp_slots != !cfg->slots) {
+		cause_set(cause, "VMM pid %d has %u MiB / %u vCPUs%s, the sandbox %u MiB / %u "
+		    "vCPUs%s", (int)vp.vp_pid, vp.vp_memory_mb, vp.vp_vcpus,
+		    vp.vp_slots ? " / volume slots" : "", cfg->memory_mb, cfg->vcpus,
+		    cfg->slots ? " / volume slots" : "");
 		close(vp.vp_pidfd);
 		goto bad;
 	}
@@ -849,230 +848,6 @@ bad:
 	return NULL;
 }
 
-/* --- restore --------------------------------------------------------- */
-
-static void vm_restore_poll(evutil_socket_t, short, void *);
-
-static void
-vm_restore_running(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_RESTORE)
-		return;
-	if (error != NULL) {
-		vm_op_fail(vm, "cont: %s", error);
-		return;
-	}
-	vm->vm_state = VM_RUNNING;
-	vm->vm_times.running = vm_ms_since(&vm->vm_t0);
-	vm_op_done(vm, NULL);
-}
-
-static void
-vm_restore_status(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-	const char *st;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_RESTORE)
-		return;
-	if (error != NULL) {
-		vm_op_fail(vm, "query-status: %s", error);
-		return;
-	}
-	st = json_string_value(json_object_get(ret, "status"));
-	if (st != NULL && strcmp(st, "inmigrate") == 0) {
-		if (vm_deadline_passed(vm)) {
-			vm_op_fail(vm, "restore did not finish within %d ms", VM_MIGRATE_TIMEOUT_MS);
-			return;
-		}
-		vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_restore_poll);
-		return;
-	}
-	if (st == NULL || strcmp(st, "paused") != 0) {
-		vm_op_fail(vm, "restore ended in state %s", st ? st : "?");
-		return;
-	}
-	vm_cmd(vm, "cont", NULL, vm_restore_running);
-}
-
-static void
-vm_restore_poll(evutil_socket_t fd, short ev, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (vm->vm_op == VM_OP_RESTORE)
-		vm_cmd(vm, "query-status", NULL, vm_restore_status);
-}
-
-static void
-vm_restore_incoming(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_RESTORE)
-		return;
-	if (error != NULL) {
-		vm_op_fail(vm, "migrate-incoming: %s", error);
-		return;
-	}
-	vm_deadline_in(vm, VM_MIGRATE_TIMEOUT_MS);
-	vm_cmd(vm, "query-status", NULL, vm_restore_status);
-}
-
-static void
-vm_restore_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_RESTORE)
-		return;
-	if (error != NULL) {
-		vm_op_fail(vm, "migrate-set-capabilities: %s", error);
-		return;
-	}
-	/* fd 3 in the jail is the device state file the host verified. */
-	vm_cmd(vm, "migrate-incoming", json_pack("{s:s}", "uri", "fd:3"), vm_restore_incoming);
-}
-
-/* Compare the snapshot header with what we are about to start. */
-static int
-vm_restore_check(const struct vm_config *cfg, const struct vm_spec *spec,
-    const struct stor_snap_header *h, const char *snapdir, char **cause)
-{
-	char devices[128];
-
-	qemu_argv_devices(spec, devices, sizeof(devices));
-	if (strcmp(h->template, cfg->template_name) != 0) {
-		cause_set(cause, "snapshot %s is of template \"%s\", not \"%s\"", snapdir,
-		    h->template, cfg->template_name);
-		return -1;
-	}
-	if (strcmp(h->kernel, cfg->kernel_id) != 0) {
-		cause_set(cause, "snapshot %s was taken with kernel %s, this host boots %s",
-		    snapdir, h->kernel, cfg->kernel_id);
-		return -1;
-	}
-	if (h->memory_mb != cfg->memory_mb || h->vcpus != cfg->vcpus) {
-		cause_set(cause, "snapshot %s has %u MiB / %u vCPUs, asked for %u MiB / %u vCPUs",
-		    snapdir, h->memory_mb, h->vcpus, cfg->memory_mb, cfg->vcpus);
-		return -1;
-	}
-	if (strcmp(h->devices, devices) != 0) {
-		cause_set(cause, "snapshot %s has devices %s, this sandbox needs %s", snapdir,
-		    h->devices, devices);
-		return -1;
-	}
-	if (h->mem_size != (uint64_t)cfg->memory_mb << 20) {
-		cause_set(cause, "snapshot %s: memory file size %llu does not match %u MiB",
-		    snapdir, (unsigned long long)h->mem_size, cfg->memory_mb);
-		return -1;
-	}
-	return 0;
-}
-
-struct vm *
-vm_restore(struct event_base *base, const struct vm_config *cfg, const char *snapdir,
-    enum vm_restore_mem mode, int base_memfd, vm_event_cb ev, vm_done_cb done, void *arg,
-    char **cause)
-{
-	struct stor_snap_header h;
-	struct vm_spec spec;
-	struct stat st;
-	struct vm *vm = NULL;
-	char sha[65], *path = NULL, *mempath = NULL;
-	uint64_t size;
-	struct timespec t0;
-	double checked;
-	int fds[3], nfds = 0, devfd = -1, memfd = -1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	vm_spec_common(cfg, &spec);
-	if (stor_snapshot_load(snapdir, &h, cause) == -1)
-		goto bad;
-	if (vm_restore_check(cfg, &spec, &h, snapdir, cause) == -1)
-		goto bad;
-	/* Checksum the very fd QEMU will read, so the file cannot change in between. */
-	xasprintf(&path, "%s/%s", snapdir, STOR_SNAP_DEVSTATE);
-	if ((devfd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		cause_set(cause, "open %s: %s", path, strerror(errno));
-		goto bad;
-	}
-	if (stor_fd_sha256(devfd, STOR_SNAP_DEVSTATE_MAX, sha, &size, cause) == -1) {
-		cause_wrap(cause, "%s", path);
-		goto bad;
-	}
-	if (size != h.devstate_size || strcmp(sha, h.devstate_sha256) != 0) {
-		cause_set(cause, "snapshot %s is corrupt: device state checksum mismatch "
-		    "(%llu bytes, sha256 %.12s..., header says %llu bytes, %.12s...)", snapdir,
-		    (unsigned long long)size, sha, (unsigned long long)h.devstate_size,
-		    h.devstate_sha256);
-		goto bad;
-	}
-	fds[nfds++] = devfd;
-	checked = vm_ms_since(&t0);
-	if (mode == VM_RESTORE_SHARED) {
-		if (base_memfd == -1 || fstat(base_memfd, &st) == -1 ||
-		    (uint64_t)st.st_size != h.mem_size) {
-			cause_set(cause, "base memory fd missing or not %llu bytes",
-			    (unsigned long long)h.mem_size);
-			goto bad;
-		}
-		if ((memfd = fcntl(base_memfd, F_DUPFD_CLOEXEC, 3)) == -1) {
-			cause_set(cause, "dup base memfd: %s", strerror(errno));
-			goto bad;
-		}
-		fds[nfds++] = memfd;
-		/* QEMU 7.2 opens mem-path O_RDWR: a sealed memfd allows that and
-		 * MAP_PRIVATE, but no write reaches the pages other clones share. */
-		xasprintf(&mempath, "/proc/self/fd/%d", 3 + nfds - 1);
-		spec.mem_share = 0;
-	} else {
-		free(path);
-		xasprintf(&path, "%s/%s", snapdir, STOR_SNAP_MEM);
-		unlink(cfg->sandbox->ss_mem);
-		if (reflink_copy(path, cfg->sandbox->ss_mem, cause) == -1 ||
-		    stor_give(cfg->sandbox, cfg->sandbox->ss_mem, 0600, cause) == -1)
-			goto bad;
-		mempath = xstrdup(VM_JAIL_SANDBOX "/mem");
-		spec.mem_share = 1;
-	}
-	if (cfg->tap_fd != -1) {
-		fds[nfds++] = cfg->tap_fd;
-		spec.tap_fd = 3 + nfds - 1;
-	}
-	spec.mem_path = mempath;
-	spec.incoming = 1;
-	vm = vm_new(base, cfg, ev, done, arg);
-	vm->vm_t0 = t0;
-	vm->vm_times.checked = checked;
-	vm->vm_op = VM_OP_RESTORE;
-	vm->vm_own_mem = mode == VM_RESTORE_OWN;
-	if (vm_spawn(vm, cfg, &spec, fds, nfds, NULL, 0, cause) == -1) {
-		vm->vm_op = VM_OP_NONE;
-		vm_free(vm);
-		vm = NULL;
-		goto bad;
-	}
-	goto out;
-bad:
-	cause_wrap(cause, "restore %s", cfg->name);
-out:
-	if (devfd != -1)
-		close(devfd);
-	if (memfd != -1)
-		close(memfd);
-	free(path);
-	free(mempath);
-	stor_snap_header_free(&h);
-	return vm;
-}
-
 /* --- pause / resume -------------------------------------------------- */
 
 static void
@@ -1091,7 +866,7 @@ vm_pause_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 	vm_op_done(vm, NULL);
 }
 
-static void
+void
 vm_resume_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 {
 	struct vm *vm = arg;
@@ -1107,7 +882,7 @@ vm_resume_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 	vm_op_done(vm, NULL);
 }
 
-static int
+int
 vm_op_start(struct vm *vm, enum vm_op op, vm_done_cb done, enum vm_state need1,
     enum vm_state need2, char **cause)
 {
@@ -1142,292 +917,6 @@ vm_resume(struct vm *vm, vm_done_cb done, char **cause)
 	return 0;
 }
 
-/* --- snapshot -------------------------------------------------------- */
-
-static void vm_snap_migrate_poll(evutil_socket_t, short, void *);
-static void vm_stop_quit(struct vm *);
-
-/* Undo a failed snapshot: drop the partial dir, let the guest continue. */
-static void
-vm_snap_fail(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void
-vm_snap_fail(struct vm *vm, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg;
-
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	if (vm->vm_snapfd != -1) {
-		close(vm->vm_snapfd);
-		vm->vm_snapfd = -1;
-	}
-	stor_snapshot_abort(&vm->vm_snap);
-	stor_snapshot_free(&vm->vm_snap);
-	if (vm->vm_was_running && vm->vm_qmp != NULL && qmp_is_ready(vm->vm_qmp)) {
-		/* Fire and forget: the op result is the snapshot failure. */
-		if (qmp_command(vm->vm_qmp, "cont", NULL, VM_CMD_TIMEOUT_MS, vm_resume_reply,
-		    vm, NULL) == 0) {
-			vm->vm_op = VM_OP_RESUME;
-			vm->vm_state = VM_PAUSED;
-			vm_done_cb cb = vm->vm_opcb;
-			/* Report the failure now; the cont completes silently. */
-			vm->vm_opcb = NULL;
-			vm->vm_depth++;
-			if (cb != NULL)
-				cb(vm, msg, vm->vm_arg);
-			vm->vm_depth--;
-			free(msg);
-			return;
-		}
-	}
-	vm_op_done(vm, msg);
-	free(msg);
-}
-
-static void
-vm_snap_finish(struct vm *vm)
-{
-	struct stor_snap_header h;
-	char *dst, *cause = NULL, now[32];
-	time_t t = time(NULL);
-	struct tm tm;
-	uint64_t size;
-
-	memset(&h, 0, sizeof(h));
-	/* The guest is stopped: RAM and disk are consistent with the device state. */
-	if (fsync(vm->vm_snapfd) == -1) {
-		vm_snap_fail(vm, "snapshot %s: fsync device state: %s", vm->vm_snap_id,
-		    strerror(errno));
-		return;
-	}
-	if (stor_fd_sha256(vm->vm_snapfd, STOR_SNAP_DEVSTATE_MAX, h.devstate_sha256, &size,
-	    &cause) == -1) {
-		vm_snap_fail(vm, "snapshot %s: device state: %s", vm->vm_snap_id, cause);
-		free(cause);
-		return;
-	}
-	close(vm->vm_snapfd);
-	vm->vm_snapfd = -1;
-	/* The VMM owns vm/: its files may have been swapped for symlinks. */
-	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_MEM);
-	if (stor_reflink_from_sandbox(vm->vm_sb, vm->vm_sb->ss_mem, dst, &cause) == -1) {
-		free(dst);
-		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
-		free(cause);
-		return;
-	}
-	free(dst);
-	dst = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_ROOTFS);
-	if (stor_reflink_from_sandbox(vm->vm_sb, vm->vm_sb->ss_rootfs, dst, &cause) == -1) {
-		free(dst);
-		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
-		free(cause);
-		return;
-	}
-	free(dst);
-	gmtime_r(&t, &tm);
-	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	h.format = STOR_SNAP_FORMAT;
-	h.template = vm->vm_template;
-	h.kernel = vm->vm_kernel_id;
-	h.memory_mb = vm->vm_memory_mb;
-	h.vcpus = vm->vm_vcpus;
-	h.devices = vm->vm_devices;
-	h.devstate_size = size;
-	h.mem_size = (uint64_t)vm->vm_memory_mb << 20;
-	h.created = now;
-	if (stor_snapshot_commit(&vm->vm_snap, &h, &cause) == -1) {
-		vm_snap_fail(vm, "snapshot %s: %s", vm->vm_snap_id, cause);
-		free(cause);
-		return;
-	}
-	stor_snapshot_free(&vm->vm_snap);
-	if (vm->vm_snap_exit) {
-		/* Suspend: the snapshot is the sandbox now; the VMM goes. */
-		vm->vm_op = VM_OP_STOP;
-		vm_stop_quit(vm);
-		return;
-	}
-	if (vm->vm_was_running) {
-		vm->vm_op = VM_OP_RESUME;
-		vm_cmd(vm, "cont", NULL, vm_resume_reply);
-		return;
-	}
-	vm->vm_state = VM_PAUSED;
-	vm_op_done(vm, NULL);
-}
-
-static void
-vm_snap_migrate_status(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-	const char *st;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "query-migrate: %s", error);
-		return;
-	}
-	st = json_string_value(json_object_get(ret, "status"));
-	if (st != NULL && strcmp(st, "completed") == 0) {
-		vm_snap_finish(vm);
-		return;
-	}
-	if (st != NULL && (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)) {
-		const char *why = json_string_value(json_object_get(ret, "error-desc"));
-		vm_snap_fail(vm, "snapshot %s: device state migration %s: %s", vm->vm_snap_id, st,
-		    why ? why : "no reason given");
-		return;
-	}
-	if (vm_deadline_passed(vm)) {
-		vm_snap_fail(vm, "snapshot %s: migration still %s after %d ms", vm->vm_snap_id,
-		    st ? st : "?", VM_MIGRATE_TIMEOUT_MS);
-		return;
-	}
-	vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_snap_migrate_poll);
-}
-
-static void
-vm_snap_migrate_poll(evutil_socket_t fd, short ev, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (vm_cmd(vm, "query-migrate", NULL, vm_snap_migrate_status) == -1)
-		return;
-}
-
-static void
-vm_snap_migrating(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "migrate: %s", error);
-		return;
-	}
-	vm_deadline_in(vm, VM_MIGRATE_TIMEOUT_MS);
-	vm_timer_in(vm, VM_MIGRATE_POLL_MS, vm_snap_migrate_poll);
-}
-
-static void
-vm_snap_gotfd(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "getfd: %s", error);
-		return;
-	}
-	vm_cmd(vm, "migrate", json_pack("{s:s}", "uri", "fd:airlock-snap"), vm_snap_migrating);
-}
-
-static void
-vm_snap_params(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-	char *cause = NULL;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "migrate-set-parameters: %s", error);
-		return;
-	}
-	/* QEMU 7.2 has no file: URI and exec: needs a shell (-sandbox spawn=deny):
-	 * hand QEMU the open device state file over the QMP socket instead. */
-	if (qmp_command_fd(vm->vm_qmp, "getfd", json_pack("{s:s}", "fdname", "airlock-snap"),
-	    vm->vm_snapfd, VM_CMD_TIMEOUT_MS, vm_snap_gotfd, vm, &cause) == -1) {
-		vm_snap_fail(vm, "getfd: %s", cause);
-		free(cause);
-	}
-}
-
-static void
-vm_snap_caps(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "migrate-set-capabilities: %s", error);
-		return;
-	}
-	/* 7.2 throttles migration to 128 MiB/s by default. */
-	vm_cmd(vm, "migrate-set-parameters", json_pack("{s:I}", "max-bandwidth",
-	    (json_int_t)(1LL << 40)), vm_snap_params);
-}
-
-static void
-vm_snap_stopped(struct qmp *q, json_t *ret, const char *error, void *arg)
-{
-	struct vm *vm = arg;
-
-	/* A reply that outlived its operation (stop cancelled it). */
-	if (vm->vm_op != VM_OP_SNAPSHOT)
-		return;
-	if (error != NULL) {
-		vm_snap_fail(vm, "stop: %s", error);
-		return;
-	}
-	vm->vm_state = VM_PAUSED;
-	vm_cmd(vm, "migrate-set-capabilities", json_pack("{s:[{s:s, s:b}]}", "capabilities",
-	    "capability", "x-ignore-shared", "state", 1), vm_snap_caps);
-}
-
-int
-vm_snapshot(struct vm *vm, const char *id, int then_exit, vm_done_cb done, char **cause)
-{
-	char *path;
-
-	if (!vm->vm_own_mem) {
-		cause_set(cause, "vm %s: guest RAM is a shared base mapping; restore it with "
-		    "its own memory file to snapshot it", vm->vm_name);
-		return -1;
-	}
-	if (vm_op_start(vm, VM_OP_SNAPSHOT, done, VM_RUNNING, VM_PAUSED, cause) == -1)
-		return -1;
-	if (stor_snapshot_begin(id, &vm->vm_snap, cause) == -1) {
-		vm->vm_op = VM_OP_NONE;
-		vm->vm_opcb = NULL;
-		return -1;
-	}
-	path = stor_snapshot_tmp_path(&vm->vm_snap, STOR_SNAP_DEVSTATE);
-	vm->vm_snapfd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (vm->vm_snapfd == -1) {
-		cause_set(cause, "create %s: %s", path, strerror(errno));
-		free(path);
-		stor_snapshot_abort(&vm->vm_snap);
-		stor_snapshot_free(&vm->vm_snap);
-		vm->vm_op = VM_OP_NONE;
-		vm->vm_opcb = NULL;
-		return -1;
-	}
-	free(path);
-	free(vm->vm_snap_id);
-	vm->vm_snap_id = xstrdup(id);
-	vm->vm_snap_exit = then_exit;
-	vm->vm_was_running = vm->vm_state == VM_RUNNING;
-	if (vm->vm_was_running)
-		vm_cmd(vm, "stop", NULL, vm_snap_stopped);
-	else
-		vm_snap_stopped(vm->vm_qmp, NULL, NULL, vm);
-	return 0;
-}
-
 /* --- stop ------------------------------------------------------------ */
 
 static void
@@ -1445,7 +934,7 @@ vm_quit_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 	/* The exit itself completes the stop (vm_check_finished). */
 }
 
-static void
+void
 vm_stop_quit(struct vm *vm)
 {
 	vm->vm_state = VM_STOPPING;
@@ -1487,8 +976,7 @@ vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause)
 			stor_snapshot_abort(&vm->vm_snap);
 			stor_snapshot_free(&vm->vm_snap);
 		}
-		vm_op_done(vm, "cancelled by stop");
-		if (vm->vm_freed)
+		if (vm_op_done(vm, "cancelled by stop") == -1)
 			return 0;
 	}
 	if (vm->vm_op == VM_OP_STOP) {
@@ -1561,21 +1049,33 @@ vm_release(struct vm *vm)
 	free(vm->vm_guest_stop);
 	free(vm->vm_qmp_err);
 	free(vm->vm_snap_id);
+	free(vm->vm_exit_why);
 	free(vm);
 }
 
 static void
-vm_release_cb(evutil_socket_t fd, short ev, void *arg)
+vm_release_v(void *arg)
 {
 	vm_release(arg);
 }
 
 void
+vm_hold(struct vm *vm)
+{
+	ref_get(&vm->vm_ref);
+}
+
+int
+vm_put(struct vm *vm)
+{
+	return ref_put(&vm->vm_ref, vm_release_v, vm);
+}
+
+void
 vm_free(struct vm *vm)
 {
-	if (vm == NULL || vm->vm_freed)
+	if (vm == NULL || ref_kill(&vm->vm_ref))
 		return;
-	vm->vm_freed = 1;
 	if (vm->vm_timer != NULL) {
 		event_free(vm->vm_timer);
 		vm->vm_timer = NULL;
@@ -1617,10 +1117,10 @@ vm_free(struct vm *vm)
 		stor_snapshot_abort(&vm->vm_snap);
 	}
 	stor_snapshot_free(&vm->vm_snap);
-	/* Inside one of our callbacks the caller's frames still read vm. */
-	if (vm->vm_depth > 0) {
-		event_base_once(vm->vm_base, -1, EV_TIMEOUT, vm_release_cb, vm, NULL);
-		return;
+	if (vm->vm_devfd != -1) {
+		close(vm->vm_devfd);
+		vm->vm_devfd = -1;
 	}
-	vm_release(vm);
+	/* The owner's reference; inside one of our callbacks the frame's holds vm until it unwinds. */
+	vm_put(vm);
 }

@@ -1,6 +1,7 @@
 /*
  * The VM driver: one microVM per struct vm, asynchronous on libevent.
- * Operations: boot, restore, pause, resume, snapshot, stop, stats; events:
+ * Operations: boot, restore (or spawn a spare + restore into it), pause,
+ * resume, snapshot, stop, stats; events:
  * console lines, the guest stopping, the VMM exiting. Nothing above this
  * interface knows it is QEMU (vm.c, vm_qmp.c, vm_jail.c, qemu_argv.c do).
  *
@@ -28,8 +29,7 @@
 
 #define VM_QMP_TIMEOUT_MS	60000	/* spawn to QMP ready: 22 ms typical, seconds on a loaded TCG host */
 #define VM_CMD_TIMEOUT_MS	10000	/* one QMP command */
-#define VM_MIGRATE_TIMEOUT_MS	120000	/* device state stream / restore */
-#define VM_MIGRATE_POLL_MS	2
+#define VM_MIGRATE_TIMEOUT_MS	120000	/* device state stream / restore: waits for the MIGRATION event */
 #define VM_QUIT_TIMEOUT_MS	3000	/* quit to exit, before SIGKILL */
 #define VM_CONSOLE_MAX		(1024 * 1024)	/* retained console bytes (console.log + .1) */
 #define VM_MEM_OVERHEAD		(384ULL << 20)	/* cgroup limit = guest RAM + this */
@@ -57,6 +57,15 @@ struct vm;
 typedef void (*vm_event_cb)(struct vm *, const struct vm_event *, void *);
 typedef void (*vm_done_cb)(struct vm *, const char *error, void *);
 
+/* A volume to attach as an extra virtio-blk disk (qemu_argv.h). */
+struct vm_volume {
+	int		 fd;		/* opened by the caller, O_RDWR or O_RDONLY; kept by it */
+	int		 fd_ro;		/* read-write ones: also an O_RDONLY fd (QEMU asks both) */
+	const char	*serial;
+	int		 read_only;
+	int		 slot;		/* -1: its own disk; else its slot (qemu_argv.h) */
+};
+
 struct vm_config {
 	const char			*name;		/* sandbox name */
 	const char			*template_name;	/* recorded in / checked against snapshots */
@@ -75,6 +84,9 @@ struct vm_config {
 	const char			*cgroup_root;	/* NULL: detect under /sys/fs/cgroup */
 	size_t				 console_max;	/* retained console cap; 0: VM_CONSOLE_MAX */
 	int				 console_events; /* emit VM_EVENT_CONSOLE per line */
+	const struct vm_volume		*volumes;	/* boot and restore; part of the devices */
+	unsigned			 nvolumes;
+	int				 slots;		/* boot the volume slots (qemu_argv.h) */
 };
 
 enum vm_restore_mem {
@@ -103,10 +115,54 @@ struct vm *vm_boot(struct event_base *base, const struct vm_config *cfg,
  * anything starts: a mismatch fails here with a cause and starts nothing.
  * The sandbox's rootfs must be a reflink of the snapshot's rootfs.
  * base_memfd: VM_RESTORE_SHARED only (stor_snapshot_memfd); dup'd.
+ * Same as vm_spawn_incoming + vm_incoming, with the checks moved first.
  */
 struct vm *vm_restore(struct event_base *base, const struct vm_config *cfg,
     const char *snapdir, enum vm_restore_mem mode, int base_memfd,
     vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
+
+/*
+ * Spare VMMs (fast create Tier 1): the first half of a restore, done ahead.
+ *
+ * vm_spawn_incoming starts the jailed QEMU of cfg (shape: memory_mb, vcpus;
+ * template_name and kernel_id it will accept; cfg->sandbox storage; the
+ * optional netns_fd/tap_fd, which decide the device list) with
+ * -incoming defer, connects QMP and sets the migration capabilities
+ * x-ignore-shared and events. done(vm, NULL) runs when it waits; an error
+ * there means it is gone. What QEMU opens at start is fixed from then on:
+ *   - the disk: cfg->sandbox->ss_rootfs must already be a reflink of the
+ *     rootfs of the snapshot(s) it will be given (stor_sandbox_create from
+ *     the snapshot's rootfs.ext4);
+ *   - RAM, VM_RESTORE_SHARED: base_memfd (dup'd) is mapped now, so the
+ *     spare serves only snapshots of that base (same file; checked);
+ *   - RAM, VM_RESTORE_OWN: an empty sparse RAM file; vm_incoming reflinks
+ *     the snapshot's RAM into that same inode (base_memfd ignored).
+ * QEMU 7.2 cannot take RAM or disks later (-machine memory-backend is
+ * resolved before --preconfig), hence a spare per (base, shape).
+ *
+ * While it waits the VM is VM_STARTING and vm_is_spare() is true. If the
+ * VMM dies meanwhile, VM_EVENT_EXITED says why (expected = 0) and
+ * vm_incoming refuses it with that reason; vm_free/vm_stop end a spare.
+ * A spare is never adopted after a daemon restart: vm_adopt fails on an
+ * "inmigrate" VMM and kills it, as any failed adopt.
+ *
+ * vm_incoming is the second half: checks the snapshot header against the
+ * spare's config (template, kernel, memory, vcpus, devices), the mode and
+ * the base against what it was started on, and the device state checksum;
+ * a mismatch returns -1 with a cause and changes nothing: the spare still
+ * waits (the caller decides whether to free it). Otherwise the sealed
+ * device state goes to QEMU by getfd, migrate-incoming fd:, QMP MIGRATION
+ * "completed", cont; done(vm, NULL) when the guest runs, or done(vm, error)
+ * and the VMM is killed (a half-loaded VMM is never reused). From then on
+ * it is a VM like any restored one; vm_timings counts from this call.
+ */
+#define VM_SPARE_API	1	/* this driver has the three below (bench/bench_spare.c builds without) */
+struct vm *vm_spawn_incoming(struct event_base *base, const struct vm_config *cfg,
+    enum vm_restore_mem mode, int base_memfd, vm_event_cb ev, vm_done_cb done, void *arg,
+    char **cause);
+int vm_incoming(struct vm *vm, const char *snapdir, enum vm_restore_mem mode,
+    int base_memfd, vm_done_cb done, char **cause);
+int vm_is_spare(const struct vm *vm);
 
 /*
  * Take over the VMM of cfg->sandbox that a previous airlockd started and
@@ -122,8 +178,29 @@ struct vm *vm_restore(struct event_base *base, const struct vm_config *cfg,
  */
 struct vm *vm_adopt(struct event_base *base, const struct vm_config *cfg,
     vm_event_cb ev, vm_done_cb done, void *arg, char **cause);
+/*
+ * Whether the live VMM vm_adopt would take (found and checked the same
+ * way) runs with the volume slots: 1 or 0 (a sandbox resumed from a
+ * snapshot taken before slots existed runs without), -1 with a cause.
+ * vm_adopt refuses a VMM whose slots differ from cfg->slots.
+ */
+int vm_adopt_slots(const struct vm_config *cfg, char **cause);
+/*
+ * 1 when the snapshot in snapdir was taken before VMs had the volume
+ * slots (its header's device list names none): it restores only with
+ * cfg->slots 0, its volumes (if any) as disks of their own.
+ */
+int vm_snapshot_slotless(const char *snapdir);
 
 int vm_pause(struct vm *vm, vm_done_cb done, char **cause);
+/*
+ * Put a volume into the empty slot (qemu_argv.h) of a paused or running VM
+ * booted with slots (vm_slot.c): fd (and for a read-write slot fd_ro, an
+ * O_RDONLY one) stay the caller's; size is the file's. done(vm, NULL) once
+ * QEMU serves it and told the guest its size; -1: done is not called.
+ */
+int vm_slot_fill(struct vm *vm, unsigned slot, int fd, int fd_ro, uint64_t size,
+    vm_done_cb done, void *arg, char **cause);
 int vm_resume(struct vm *vm, vm_done_cb done, char **cause);
 
 /*
@@ -147,12 +224,24 @@ int vm_query_status(struct vm *vm, int timeout_ms, vm_status_cb cb, void *arg, c
 /* Ask the guest to power off (ACPI), after grace_ms quit QEMU, then kill. */
 int vm_stop(struct vm *vm, int grace_ms, vm_done_cb done, char **cause);
 
-/* Where boot/restore time went, in ms since the vm_boot/vm_restore call. */
+/*
+ * Where boot/restore time went, in ms since the vm_boot/vm_restore/
+ * vm_spawn_incoming call (vm_incoming: since that call; spawned and
+ * qmp_ready are then 0).
+ */
 struct vm_timings {
 	double	 checked;	/* restore: header + device state checksum done */
 	double	 spawned;	/* jail set up, QEMU exec'd */
 	double	 qmp_ready;	/* QMP greeting + capabilities */
 	double	 running;	/* cont answered */
+	/*
+	 * The last vm_snapshot of a running guest that continued: how long
+	 * the guest was stopped (stop sent .. cont answered) and its parts.
+	 */
+	double	 snap_paused, snap_stop, snap_stream, snap_reflink, snap_cont;
+	/* QMP commands sent and MIGRATION events seen since then, in order,
+	 * comma-separated ("..." once full): diagnostics and tests. */
+	char	 qmp_trace[256];
 };
 
 void vm_stats(struct vm *vm, struct vm_stats *st);

@@ -88,7 +88,11 @@ vm_proc_check_cmdline(const char *cmd, size_t len, const char *name, struct vm_p
 	}
 	vp->vp_net = arg_present(av, ac, "-netdev");
 	vp->vp_own_mem = 0;
+	vp->vp_slots = 0;
 	for (i = 1; i + 1 < ac; i++) {
+		if (strcmp(av[i], "-device") == 0 &&
+		    strncmp(av[i + 1], "virtio-blk-device,drive=slot0,", 30) == 0)
+			vp->vp_slots = 1;
 		if (strcmp(av[i], "-object") != 0)
 			continue;
 		obj = av[i + 1];

@@ -22,6 +22,7 @@ struct vm_proc {
 	unsigned	 vp_vcpus;
 	int		 vp_net;	/* has a NIC (-netdev) */
 	int		 vp_own_mem;	/* RAM is /sandbox/mem, share=on: can snapshot */
+	int		 vp_slots;	/* has the volume slots (qemu_argv.h) */
 };
 
 /*

@@ -140,7 +140,13 @@ write_str(const char *dir, const char *file, const char *value, char **cause)
 	ssize_t n;
 
 	xasprintf(&p, "%s/%s", dir, file);
-	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) == -1) {
+	/*
+	 * O_CREAT and O_TRUNC are no-ops on cgroupfs (its files exist or
+	 * cannot be made, and a write replaces the value) and let the unit
+	 * tests read what was written last under a plain directory given as
+	 * the root.
+	 */
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)) == -1) {
 		cause_set(cause, "open %s: %s", p, strerror(errno));
 		free(p);
 		return -1;
@@ -195,6 +201,29 @@ vm_cgroup_add(struct vm_cgroup *cg, char *dir)
 	cg->vc_procs[cg->vc_ndirs] = NULL;
 }
 
+int
+vm_cgroup_set_weight(const struct vm_cgroup *cg, unsigned weight, char **cause)
+{
+	unsigned long long shares = (unsigned long long)weight * 1024 / 100;
+	char buf[32];
+
+	if (weight < 1 || weight > VM_CGROUP_WEIGHT_MAX) {
+		cause_set(cause, "cpu weight %u: not in 1..%d", weight, VM_CGROUP_WEIGHT_MAX);
+		return -1;
+	}
+	switch (cg->vc_mode) {
+	case VM_CGROUP_V2:
+		snprintf(buf, sizeof(buf), "%u", weight);
+		return write_str(cg->vc_dirs[0], "cpu.weight", buf, cause);
+	case VM_CGROUP_V1:
+		/* 1024 is v1's default as 100 is v2's; at least 2 (the kernel's floor). */
+		snprintf(buf, sizeof(buf), "%llu", shares < 2 ? 2 : shares);
+		return cg->vc_ndirs > 1 ? write_str(cg->vc_dirs[1], "cpu.shares", buf, cause) : 0;
+	default:
+		return 0;
+	}
+}
+
 static int
 vm_cgroup_create_v1(const char *root, const char *name, const struct vm_limits *lim,
     struct vm_cgroup *cg, char **cause)
@@ -233,6 +262,8 @@ vm_cgroup_create_v1(const char *root, const char *name, const struct vm_limits *
 		if (write_str(cg->vc_dirs[1], "cpu.cfs_quota_us", buf, cause) == -1)
 			return -1;
 	}
+	if (lim->cpu_weight != 0 && vm_cgroup_set_weight(cg, lim->cpu_weight, cause) == -1)
+		return -1;
 	if (lim->pids_max != 0) {
 		snprintf(buf, sizeof(buf), "%u", lim->pids_max);
 		if (write_str(cg->vc_dirs[2], "pids.max", buf, cause) == -1)
@@ -290,6 +321,8 @@ vm_cgroup_create_v2(const char *v2root, const char *name, const struct vm_limits
 		if (write_str(dir, "cpu.max", buf, cause) == -1)
 			return -1;
 	}
+	if (lim->cpu_weight != 0 && vm_cgroup_set_weight(cg, lim->cpu_weight, cause) == -1)
+		return -1;
 	if (lim->pids_max != 0) {
 		snprintf(buf, sizeof(buf), "%u", lim->pids_max);
 		if (write_str(dir, "pids.max", buf, cause) == -1)

@@ -25,10 +25,20 @@
 
 enum vm_cgroup_mode { VM_CGROUP_NONE, VM_CGROUP_V1, VM_CGROUP_V2 };
 
+/*
+ * CPU fairness: cpu_millis caps a VMM at its vCPUs' worth of host time
+ * (cfs quota), and cpu_weight makes sandboxes that all want CPU share it
+ * equally whatever their thread count. Weight is in v2 units (1..10000,
+ * 100 = the kernel's default); v1 gets cpu.shares = weight * 1024 / 100.
+ */
+#define VM_CGROUP_WEIGHT_DEFAULT	100
+#define VM_CGROUP_WEIGHT_MAX		10000
+
 struct vm_limits {
 	uint64_t	 memory_bytes;	/* 0: no limit */
 	unsigned	 cpu_millis;	/* CPU time per second x1000 (2000 = 2 CPUs); 0: none */
 	unsigned	 pids_max;	/* threads and processes; 0: none */
+	unsigned	 cpu_weight;	/* 1..10000 (v2 units); 0: leave the kernel's */
 };
 
 struct vm_cgroup {
@@ -45,6 +55,9 @@ const char *vm_cgroup_mode_name(enum vm_cgroup_mode m);
 /* Create <own>/airlock/<name> in each hierarchy and write the limits. */
 int vm_cgroup_create(const char *root, const char *name, const struct vm_limits *lim,
     struct vm_cgroup *cg, char **cause);
+
+/* Set the CPU weight (v2 units; v1 gets the matching cpu.shares) of a live cgroup. */
+int vm_cgroup_set_weight(const struct vm_cgroup *cg, unsigned weight, char **cause);
 
 /* Remove the directories (the processes must be gone); retries briefly on EBUSY. */
 int vm_cgroup_destroy(struct vm_cgroup *cg, char **cause);

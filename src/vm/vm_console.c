@@ -4,12 +4,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/ref.h"
 #include "common/util.h"
 #include "vm/console_file.h"
 #include "vm/vm_console.h"
 
 struct vm_console {
-	struct event_base	*co_base;
 	int			 co_fd;		/* -1 once hung up */
 	struct event		*co_ev;
 	struct console_file	 co_file;
@@ -21,11 +21,16 @@ struct vm_console {
 	size_t			 co_tailpos;
 	int			 co_tailfull;
 	uint64_t		 co_bytes;
-	int			 co_depth;	/* line callbacks on the stack */
-	int			 co_freed;
+	struct ref		 co_ref;	/* common/ref.h: the owner's + a line callback's */
 };
 
 static void co_read_cb(evutil_socket_t, short, void *);
+
+static void
+co_release(void *arg)
+{
+	free(arg);
+}
 
 struct vm_console *
 vm_console_new(struct event_base *base, int fd, const char *path, size_t cap,
@@ -33,7 +38,7 @@ vm_console_new(struct event_base *base, int fd, const char *path, size_t cap,
 {
 	struct vm_console *co = xcalloc(1, sizeof(*co));
 
-	co->co_base = base;
+	ref_init(&co->co_ref);
 	co->co_fd = fd;
 	co->co_cb = cb;
 	co->co_arg = arg;
@@ -78,10 +83,9 @@ co_emit(struct vm_console *co)
 	co->co_linelen = 0;
 	if (co->co_cb == NULL)
 		return 0;
-	co->co_depth++;
+	ref_get(&co->co_ref);
 	co->co_cb(co->co_line, len, co->co_arg);
-	co->co_depth--;
-	return co->co_freed ? -1 : 0;
+	return ref_put(&co->co_ref, co_release, co) ? -1 : 0;
 }
 
 static int
@@ -217,24 +221,13 @@ vm_console_tail(const struct vm_console *co)
 uint64_t vm_console_bytes(const struct vm_console *co) { return co->co_bytes; }
 uint64_t vm_console_dropped(const struct vm_console *co) { return co->co_file.cf_dropped; }
 
-static void
-co_release(evutil_socket_t fd, short what, void *arg)
-{
-	free(arg);
-}
-
 void
 vm_console_free(struct vm_console *co)
 {
-	if (co == NULL || co->co_freed)
+	if (co == NULL || ref_kill(&co->co_ref))
 		return;
-	co->co_freed = 1;
 	co_hangup(co);
 	console_file_close(&co->co_file);
-	/* Inside our line callback the read loop still holds co. */
-	if (co->co_depth > 0) {
-		event_base_once(co->co_base, -1, EV_TIMEOUT, co_release, co, NULL);
-		return;
-	}
-	free(co);
+	/* Inside our line callback, co_emit's reference keeps co until it returns. */
+	ref_put(&co->co_ref, co_release, co);
 }

@@ -167,18 +167,22 @@ jail_fds(const struct vm_jail *j, int errfd)
 }
 
 static void
-jail_limits(int errfd)
+jail_limits(const struct vm_jail *j, int errfd)
 {
-	static const struct { int res; rlim_t val; const char *name; } lims[] = {
+	const struct { int res; rlim_t val; const char *name; } lims[] = {
 		{ RLIMIT_CORE, 0, "core" },
 		{ RLIMIT_NOFILE, VM_JAIL_NOFILE, "nofile" },
 		{ RLIMIT_NPROC, VM_JAIL_NPROC, "nproc" },
+		{ RLIMIT_AS, j->as_bytes ? (rlim_t)j->as_bytes : RLIM_INFINITY, "as" },
+		{ RLIMIT_CPU, j->cpu_s ? (rlim_t)j->cpu_s : RLIM_INFINITY, "cpu" },
 	};
 	struct rlimit rl;
 	size_t i;
 
 	for (i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
 		rl.rlim_cur = rl.rlim_max = lims[i].val;
+		if (lims[i].val == RLIM_INFINITY)
+			continue;
 		if (setrlimit(lims[i].res, &rl) == -1)
 			jail_fail(errfd, "setrlimit %s: %s", lims[i].name, strerror(errno));
 	}
@@ -207,7 +211,7 @@ jail_child(const struct vm_jail *j, char *const argv[], int errfd)
 		jail_fail(errfd, "sethostname: %s", strerror(errno));
 	jail_root(j, errfd);
 	jail_fds(j, errfd);
-	jail_limits(errfd);
+	jail_limits(j, errfd);
 	if (setgroups(0, NULL) == -1)
 		jail_fail(errfd, "setgroups: %s", strerror(errno));
 	if (setresgid(j->gid, j->gid, j->gid) == -1)
@@ -216,8 +220,8 @@ jail_child(const struct vm_jail *j, char *const argv[], int errfd)
 		jail_fail(errfd, "setresuid %u: %s", (unsigned)j->uid, strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
 		jail_fail(errfd, "no_new_privs: %s", strerror(errno));
-	execve(VM_JAIL_QEMU, argv, envp);
-	jail_fail(errfd, "exec %s: %s", VM_JAIL_QEMU, strerror(errno));
+	execve(j->exe != NULL ? j->exe : VM_JAIL_QEMU, argv, envp);
+	jail_fail(errfd, "exec %s: %s", j->exe != NULL ? j->exe : VM_JAIL_QEMU, strerror(errno));
 }
 
 int
@@ -229,7 +233,12 @@ vm_jail_spawn(const struct vm_jail *j, char *const argv[], pid_t *pid, char **ca
 	pid_t child;
 
 	if (j->uid == 0 || j->gid == 0) {
-		cause_set(cause, "jail: refusing to run QEMU as uid/gid 0");
+		cause_set(cause, "jail: refusing to run %s as uid/gid 0", j->exe != NULL ? j->exe :
+		    "QEMU");
+		return -1;
+	}
+	if (j->exe != NULL && strncmp(j->exe, "/usr/", 5) != 0) {
+		cause_set(cause, "jail: %s is not under /usr (the only tree the jail has)", j->exe);
 		return -1;
 	}
 	if (j->nfds > VM_JAIL_FDS_MAX || j->nbinds > VM_JAIL_BINDS_MAX) {

@@ -1,6 +1,8 @@
 /*
  * The jail QEMU runs in (the role of Firecracker's jailer), set up by the
- * privileged parent between fork and exec:
+ * privileged parent between fork and exec (also the jail of a helper that
+ * must read guest-written bytes on the host, e.g. the journal replay of a
+ * volume: exe names it, with an address-space and a CPU-time limit):
  *   - its own cgroups (joined first, so everything after is accounted),
  *   - the sandbox's island netns, or a fresh empty one when it has no NIC,
  *   - new pid (QEMU is PID 1), mount, ipc and uts namespaces,
@@ -18,9 +20,12 @@
 
 #include <sys/types.h>
 
+#include "vm/qemu_argv.h"
+
 #define VM_JAIL_SANDBOX		"/sandbox"	/* the sandbox dir inside the jail */
 #define VM_JAIL_BINDS_MAX	8
-#define VM_JAIL_FDS_MAX		4
+/* A restore's tap and device state, and two fds per read-write volume. */
+#define VM_JAIL_FDS_MAX		(2 + 2 * VM_VOLUMES_MAX)
 #define VM_JAIL_NOFILE		4096
 #define VM_JAIL_NPROC		1024		/* QEMU threads count: per uid, one uid per sandbox */
 #define VM_JAIL_QEMU		"/usr/bin/qemu-system-x86_64"
@@ -44,12 +49,15 @@ struct vm_jail {
 	int			 nfds;
 	int			 stderr_fd;	/* QEMU's stdout+stderr */
 	char *const		*cgroup_procs;	/* NULL-terminated cgroup.procs paths */
+	const char		*exe;		/* NULL: VM_JAIL_QEMU; else a program under /usr */
+	unsigned long long	 as_bytes;	/* RLIMIT_AS when not 0 */
+	unsigned		 cpu_s;		/* RLIMIT_CPU when not 0 */
 };
 
 /*
- * Fork the jailed child and exec argv (argv[0] is ignored; VM_JAIL_QEMU is
- * run). Returns after exec succeeded or failed; on failure the child is
- * reaped and the cause names the setup step.
+ * Fork the jailed child and exec argv (argv[0] is ignored; exe or
+ * VM_JAIL_QEMU is run). Returns after exec succeeded or failed; on failure
+ * the child is reaped and the cause names the setup step.
  */
 int vm_jail_spawn(const struct vm_jail *j, char *const argv[], pid_t *pid, char **cause);
 

@@ -13,6 +13,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/ref.h"
 #include "common/util.h"
 #include "vm/vm_qmp.h"
 
@@ -40,15 +41,22 @@ struct qmp {
 	struct qmp_cmds		 q_pending;
 	size_t			 q_npending;
 	long long		 q_next_id;
-	int			 q_freed;	/* qmp_free called inside a callback */
 	int			 q_check_uid;
 	uid_t			 q_peer_uid;
-	int			 q_depth;	/* callback nesting */
+	struct ref		 q_ref;		/* common/ref.h: frames in callbacks hold one */
 };
 
 static void qmp_read_cb(struct bufferevent *, void *);
 static void qmp_error_cb(struct bufferevent *, short, void *);
 static void qmp_fail(struct qmp *, const char *);
+static void qmp_release(void *);
+
+/* Drop a frame's reference (ref_get on entry from the loop); 1: q is gone. */
+static int
+qmp_put(struct qmp *q)
+{
+	return ref_put(&q->q_ref, qmp_release, q);
+}
 
 int
 qmp_parse_line(const char *line, size_t len, struct qmp_msg *msg, char **cause)
@@ -117,15 +125,13 @@ qmp_cmd_free(struct qmp_cmd *c)
 	free(c);
 }
 
-/* Remove c from the queue and run its callback once. */
+/* Remove c from the queue and run its callback once. The caller holds a reference. */
 static void
 qmp_cmd_finish(struct qmp *q, struct qmp_cmd *c, json_t *ret, const char *error)
 {
 	TAILQ_REMOVE(&q->q_pending, c, qc_entry);
 	q->q_npending--;
-	q->q_depth++;
 	c->qc_cb(q, ret, error, c->qc_arg);
-	q->q_depth--;
 	qmp_cmd_free(c);
 }
 
@@ -138,15 +144,17 @@ qmp_cmd_timeout(evutil_socket_t fd, short ev, void *arg)
 
 	/* A late reply for this id is dropped: it is no longer in the queue. */
 	xasprintf(&why, "timeout waiting for %s", c->qc_name);
+	ref_get(&q->q_ref);
 	qmp_cmd_finish(q, c, NULL, why);
+	qmp_put(q);
 	free(why);
-	if (q->q_freed && q->q_depth == 0)
-		qmp_free(q);
 }
 
 static void
-qmp_release(struct qmp *q)
+qmp_release(void *arg)
 {
+	struct qmp *q = arg;
+
 	free(q->q_path);
 	free(q);
 }
@@ -156,9 +164,8 @@ qmp_free(struct qmp *q)
 {
 	struct qmp_cmd *c;
 
-	if (q == NULL)
+	if (q == NULL || ref_kill(&q->q_ref))
 		return;
-	q->q_freed = 1;
 	q->q_state = QMP_DEAD;
 	if (q->q_bev != NULL) {
 		bufferevent_free(q->q_bev);
@@ -173,13 +180,14 @@ qmp_free(struct qmp *q)
 		qmp_cmd_free(c);
 	}
 	q->q_npending = 0;
-	/* Inside a callback the caller's frames still use q: the outermost frame frees it. */
-	if (q->q_depth > 0)
-		return;
-	qmp_release(q);
+	/* Inside a callback the caller's frames still use q: the last of them frees it. */
+	qmp_put(q);
 }
 
-/* Fail everything and tell the owner once: ready() before READY, closed() after. */
+/*
+ * Fail everything and tell the owner once: ready() before READY, closed()
+ * after. The caller holds a reference; q may be dead on return.
+ */
 static void
 qmp_fail(struct qmp *q, const char *why)
 {
@@ -193,17 +201,15 @@ qmp_fail(struct qmp *q, const char *why)
 		bufferevent_disable(q->q_bev, EV_READ | EV_WRITE);
 	if (q->q_retry != NULL)
 		event_del(q->q_retry);
-	q->q_depth++;
-	while (!q->q_freed && (c = TAILQ_FIRST(&q->q_pending)) != NULL)
+	while (!ref_dead(&q->q_ref) && (c = TAILQ_FIRST(&q->q_pending)) != NULL)
 		qmp_cmd_finish(q, c, NULL, why);
-	if (!q->q_freed) {
+	if (!ref_dead(&q->q_ref)) {
 		if (was == QMP_READY) {
 			if (q->q_cb.closed != NULL)
 				q->q_cb.closed(q, why, q->q_cb.arg);
 		} else if (q->q_cb.ready != NULL)
 			q->q_cb.ready(q, why, q->q_cb.arg);
 	}
-	q->q_depth--;
 }
 
 static int
@@ -241,11 +247,8 @@ qmp_caps_reply(struct qmp *q, json_t *ret, const char *error, void *arg)
 	}
 	q->q_state = QMP_READY;
 	event_del(q->q_retry);
-	if (q->q_cb.ready != NULL) {
-		q->q_depth++;
+	if (q->q_cb.ready != NULL)
 		q->q_cb.ready(q, NULL, q->q_cb.arg);
-		q->q_depth--;
-	}
 }
 
 static void
@@ -273,11 +276,8 @@ qmp_dispatch(struct qmp *q, struct qmp_msg *m)
 			qmp_fail(q, "cannot queue qmp_capabilities");
 		return;
 	case QMP_MSG_EVENT:
-		if (q->q_state == QMP_READY && q->q_cb.event != NULL) {
-			q->q_depth++;
+		if (q->q_state == QMP_READY && q->q_cb.event != NULL)
 			q->q_cb.event(q, m->event, m->data, q->q_cb.arg);
-			q->q_depth--;
-		}
 		return;
 	case QMP_MSG_RETURN:
 	case QMP_MSG_ERROR:
@@ -307,8 +307,8 @@ qmp_read_cb(struct bufferevent *bev, void *arg)
 	char *line, *cause = NULL, *why;
 	size_t len;
 
-	q->q_depth++;
-	while (!q->q_freed && q->q_state != QMP_DEAD &&
+	ref_get(&q->q_ref);
+	while (!ref_dead(&q->q_ref) && q->q_state != QMP_DEAD &&
 	    (line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF)) != NULL) {
 		if (len == 0) {
 			free(line);
@@ -328,11 +328,9 @@ qmp_read_cb(struct bufferevent *bev, void *arg)
 		qmp_msg_clear(&m);
 	}
 	/* An untrusted QEMU must not make us buffer without bound. */
-	if (!q->q_freed && q->q_state != QMP_DEAD && evbuffer_get_length(in) > QMP_LINE_MAX)
+	if (!ref_dead(&q->q_ref) && q->q_state != QMP_DEAD && evbuffer_get_length(in) > QMP_LINE_MAX)
 		qmp_fail(q, "protocol error: line longer than QMP_LINE_MAX");
-	q->q_depth--;
-	if (q->q_freed && q->q_depth == 0)
-		qmp_free(q);
+	qmp_put(q);
 }
 
 static void
@@ -345,12 +343,10 @@ qmp_error_cb(struct bufferevent *bev, short what, void *arg)
 		why = xstrdup("connection closed");
 	else
 		xasprintf(&why, "connection error: %s", strerror(errno));
-	q->q_depth++;
+	ref_get(&q->q_ref);
 	qmp_fail(q, why);
-	q->q_depth--;
+	qmp_put(q);
 	free(why);
-	if (q->q_freed && q->q_depth == 0)
-		qmp_free(q);
 }
 
 static int
@@ -420,11 +416,9 @@ qmp_retry_cb(evutil_socket_t fd, short ev, void *arg)
 	int rc;
 
 	if (q->q_state != QMP_CONNECTING) {
-		q->q_depth++;
+		ref_get(&q->q_ref);
 		qmp_fail(q, "timeout during QMP handshake");
-		q->q_depth--;
-		if (q->q_freed && q->q_depth == 0)
-			qmp_free(q);
+		qmp_put(q);
 		return;
 	}
 	rc = qmp_try_connect(q, &cause);
@@ -446,12 +440,10 @@ qmp_retry_cb(evutil_socket_t fd, short ev, void *arg)
 		xasprintf(&why, "QMP socket %s did not accept connections in time", q->q_path);
 	else
 		why = cause;
-	q->q_depth++;
+	ref_get(&q->q_ref);
 	qmp_fail(q, why);
-	q->q_depth--;
+	qmp_put(q);
 	free(why);
-	if (q->q_freed && q->q_depth == 0)
-		qmp_free(q);
 }
 
 struct qmp *
@@ -472,6 +464,7 @@ qmp_connect(struct event_base *base, const char *path, int timeout_ms,
 	q->q_state = QMP_CONNECTING;
 	q->q_cb = *cb;
 	q->q_next_id = 1;
+	ref_init(&q->q_ref);
 	TAILQ_INIT(&q->q_pending);
 	evutil_gettimeofday(&now, NULL);
 	evutil_timeradd(&now, &tv, &q->q_deadline);

@@ -1,7 +1,7 @@
 """Minimal DNS wire format (RFC 1035, 3596, 9460) for the test internet.
 
 Used by the authoritative test server (servers.py) and by the test clients
-that run inside the stand-in guest (tests/integration/egress_guest.py). Test
+that run inside the stand-in guest (tests/lib/egress_guest.py). Test
 fixture code, not product code: bounded and strict enough not to hang on a
 malformed message, nothing more.
 """

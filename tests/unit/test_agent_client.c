@@ -2,7 +2,9 @@
  * The host client: with a connect hook (how airlockd hands in a socket it
  * checked with SO_PEERCRED) it reaches "up" against a guest-side mux, opens
  * a stream to a refused port and gets the guest's reason, and reconnects
- * through the hook after the link drops.
+ * through the hook after the link drops; a connection whose HELLO is never
+ * answered (a restored guest can lose its answer) is dropped after
+ * AGENT_CLIENT_HELLO_MIN_MS and the next one comes up.
  */
 #include <errno.h>
 #include <string.h>
@@ -21,6 +23,7 @@ struct ctx {
 	struct chan_mux		*guest;
 	int			 guest_fd;
 	int			 ups, downs, connects, refused;
+	int			 mute;		/* connections left whose guest never answers */
 };
 
 static int
@@ -47,7 +50,9 @@ hook(struct agent_client *ac, void *arg, char **cause)
 	if (c->guest_fd != -1)
 		close(c->guest_fd);
 	c->guest_fd = sv[1];
-	c->guest = chan_mux_new(c->base, sv[1], CHAN_ROLE_GUEST, &guest_cb, c);
+	c->guest = c->mute > 0 ? NULL : chan_mux_new(c->base, sv[1], CHAN_ROLE_GUEST, &guest_cb, c);
+	if (c->mute > 0)
+		c->mute--;
 	c->connects++;
 	return sv[0];
 }
@@ -75,9 +80,9 @@ opened(int err, const char *reason, void *arg)
 }
 
 static void
-loop_until(struct ctx *c, int *v, int want)
+loop_until(struct ctx *c, int *v, int want, int ms)
 {
-	for (int i = 0; i < 2000 && *v < want; i++)
+	for (int i = 0; i < ms && *v < want; i++)
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(1000);
 }
 
@@ -94,11 +99,11 @@ main(void)
 	c.guest_fd = -1;
 	c.base = event_base_new();
 	ac = agent_client_new_connect(c.base, "(hook)", hook, &cb, &c);
-	loop_until(&c, &c.ups, 1);
+	loop_until(&c, &c.ups, 1, 2000);
 	CHECK(c.ups == 1 && agent_client_is_up(ac));
 	bev = agent_client_connect(ac, 8000, opened, &c, &cause);
 	CHECK(bev != NULL);
-	loop_until(&c, &c.refused, 1);
+	loop_until(&c, &c.refused, 1, 2000);
 	CHECK(c.refused == 1);
 	bufferevent_free(bev);
 	/* The guest side goes away: down, then the hook is called again. */
@@ -106,8 +111,20 @@ main(void)
 	c.guest = NULL;
 	close(c.guest_fd);
 	c.guest_fd = -1;
-	loop_until(&c, &c.ups, 2);
+	loop_until(&c, &c.ups, 2, 2000);
 	CHECK(c.downs == 1 && c.connects >= 2 && c.ups == 2);
+	agent_client_free(ac);
+	chan_mux_free(c.guest);
+	c.guest = NULL;
+	if (c.guest_fd != -1)
+		close(c.guest_fd);
+	c.guest_fd = -1;
+	/* The first guest reads the HELLO and never answers: a second connection comes up. */
+	c.ups = c.downs = c.connects = 0;
+	c.mute = 1;
+	ac = agent_client_new_connect(c.base, "(hook)", hook, &cb, &c);
+	loop_until(&c, &c.ups, 1, AGENT_CLIENT_HELLO_MIN_MS * 3);
+	CHECK(c.ups == 1 && c.connects == 2 && agent_client_is_up(ac));
 	agent_client_free(ac);
 	chan_mux_free(c.guest);
 	if (c.guest_fd != -1)

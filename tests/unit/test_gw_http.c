@@ -219,6 +219,53 @@ test_credentials(void)
 	gw_http_verdict_clear(&v);
 }
 
+/* policy.headers: set on requests to their host, replacing the guest's own, over HTTP and HTTPS. */
+static void
+test_header_sets(void)
+{
+	struct gw_policy *p = policy("{\"mode\":\"full\",\"headers\":[{\"host\":"
+	    "\"api.example.com\",\"set\":{\"X-Api-Key\":\"k-123\",\"Authorization\":\"Bearer t\"}},"
+	    "{\"host\":\"*.example.org\",\"set\":{\"X-Org\":\"o\"}}]}");
+	struct http_head h;
+	struct gw_http_verdict v;
+	size_t n = 0;
+
+	CHECK(check(p, "api.example.com", 1, "GET / HTTP/1.1\r\nHost: api.example.com\r\n"
+	    "authorization: Basic guest\r\nX-API-KEY: a\r\nX-Api-Key: b\r\nAccept: */*\r\n\r\n",
+	    &h, &v) == 0);
+	CHECK_STR(http_head_get(&h, "x-api-key"), "k-123");
+	CHECK_STR(http_head_get(&h, "authorization"), "Bearer t");
+	CHECK_STR(http_head_get(&h, "accept"), "*/*");
+	for (size_t i = 0; i < h.nheaders; i++)
+		n += strcasecmp(h.headers[i].name, "x-api-key") == 0;
+	CHECK(n == 1);
+	/* The audit line gets the names only. */
+	CHECK(v.headers_set != NULL && strstr(v.headers_set, "X-Api-Key") != NULL &&
+	    strstr(v.headers_set, "Authorization") != NULL && strstr(v.headers_set, "k-123") == NULL);
+	CHECK(http_head_get(&h, "x-org") == NULL);
+	gw_http_head_wipe(&h);
+	gw_http_verdict_clear(&v);
+	/* Plain HTTP too, and a wildcard. */
+	CHECK(check(p, NULL, 0, "GET / HTTP/1.1\r\nHost: a.example.org\r\n\r\n", &h, &v) == 0);
+	CHECK_STR(http_head_get(&h, "x-org"), "o");
+	CHECK(http_head_get(&h, "x-api-key") == NULL);
+	gw_http_head_wipe(&h);
+	gw_http_verdict_clear(&v);
+	/* Another host gets none. */
+	CHECK(check(p, "other.example.com", 1, "GET / HTTP/1.1\r\nHost: other.example.com\r\n"
+	    "\r\n", &h, &v) == 0);
+	CHECK(http_head_get(&h, "x-api-key") == NULL && http_head_get(&h, "x-org") == NULL);
+	CHECK(v.headers_set == NULL);
+	gw_http_head_wipe(&h);
+	gw_http_verdict_clear(&v);
+	/* A refused request gets none either. */
+	CHECK(check(allow, "forbidden.example.net", 1, "GET / HTTP/1.1\r\nHost: "
+	    "forbidden.example.net\r\n\r\n", &h, &v) == -1);
+	gw_http_head_wipe(&h);
+	gw_http_verdict_clear(&v);
+	gw_policy_unref(p);
+}
+
 static void
 test_upgrade(void)
 {
@@ -331,6 +378,7 @@ main(void)
 	T_RUN(test_targets);
 	T_RUN(test_method_path);
 	T_RUN(test_credentials);
+	T_RUN(test_header_sets);
 	T_RUN(test_upgrade);
 	T_RUN(test_full_mode);
 	T_RUN(test_sniff);

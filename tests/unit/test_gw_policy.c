@@ -67,6 +67,81 @@ test_names(void)
 	CHECK(!gw_host_match("example.com", "www.example.com"));
 }
 
+/* policy.headers refused, and the field named. */
+#define HDR_ERR(headers, want) do {						\
+	char *c_ = NULL;							\
+	CHECK(parse("{\"mode\":\"allowlist\",\"headers\":" headers "}", &c_) == NULL);	\
+	CHECK_CAUSE(c_, want);							\
+	free(c_);								\
+} while (0)
+
+static void
+test_header_errors(void)
+{
+	char *cause = NULL;
+
+	HDR_ERR("{}", "policy.headers: must be an array");
+	HDR_ERR("[7]", "policy.headers[0]: must be an object");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"X\":\"v\"},\"when\":1}]",
+	    "policy.headers[0].when: unknown field");
+	HDR_ERR("[{\"set\":{\"X\":\"v\"}}]", "policy.headers[0].host: must be");
+	HDR_ERR("[{\"host\":\"*.com\",\"set\":{\"X\":\"v\"}}]", "policy.headers[0].host");
+	HDR_ERR("[{\"host\":\"a b\",\"set\":{\"X\":\"v\"}}]", "policy.headers[0].host");
+	HDR_ERR("[{\"host\":\"a.com\"}]", "policy.headers[0].set: must be an object");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{}}]", "policy.headers[0].set: must be");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"X Y\":\"v\"}}]",
+	    "policy.headers[0].set.X Y: not a header name");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"\":\"v\"}}]", "policy.headers[0].set.: not a");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"X\":7}}]", "policy.headers[0].set.X: must be a");
+	/* Header injection through a value: refused, and the cause carries no value. */
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"X\":\"v\\r\\nEvil: 1\"}}]",
+	    "policy.headers[0].set.X: must be a string");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"Content-Length\":\"0\"}}]",
+	    "policy.headers[0].set.Content-Length: frames or routes");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"host\":\"b.com\"}}]",
+	    "policy.headers[0].set.host: frames");
+	HDR_ERR("[{\"host\":\"a.com\",\"set\":{\"Transfer-Encoding\":\"chunked\"}}]",
+	    "set.Transfer-Encoding: frames");
+	CHECK(parse("{\"mode\":\"none\",\"headers\":[{\"host\":\"a.com\",\"set\":"
+	    "{\"X\":\"v\"}}]}", &cause) == NULL);
+	CHECK_CAUSE(cause, "policy.headers: not allowed with mode none");
+	free(cause), cause = NULL;
+	/* A secret value never appears in a cause. */
+	CHECK(parse("{\"mode\":\"allowlist\",\"headers\":[{\"host\":\"a.com\",\"set\":"
+	    "{\"X\":\"sekrit\\u0001\"}}]}", &cause) == NULL);
+	CHECK(cause != NULL && strstr(cause, "sekrit") == NULL);
+	free(cause);
+}
+
+static void
+test_headers(void)
+{
+	struct gw_policy *p;
+	char *cause = NULL;
+
+	p = parse("{\"mode\":\"full\",\"headers\":[{\"host\":\"API.Example.com.\",\"set\":"
+	    "{\"X-A\":\"1\",\"Authorization\":\"Bearer t\\tx\"}},{\"host\":\"*.example.org\","
+	    "\"set\":{\"X-B\":\"\"}}]}", &cause);
+	CHECK(p != NULL);
+	if (p == NULL) {
+		fprintf(stderr, "  cause: %s\n", cause);
+		free(cause);
+		return;
+	}
+	CHECK(p->nhdrsets == 2);
+	CHECK_STR(p->hdrsets[0].host, "api.example.com");
+	CHECK(p->hdrsets[0].n == 2);
+	CHECK_STR(p->hdrsets[0].names[1], "Authorization");
+	CHECK_STR(p->hdrsets[0].values[1], "Bearer t\tx");
+	CHECK_STR(p->hdrsets[1].host, "*.example.org");
+	/* A header set makes full mode terminate TLS for its host, and only for it. */
+	CHECK(gw_policy_needs_intercept(p, "api.example.com"));
+	CHECK(gw_policy_needs_intercept(p, "a.b.example.org"));
+	CHECK(!gw_policy_needs_intercept(p, "example.org"));
+	CHECK(!gw_policy_needs_intercept(p, "other.example.com"));
+	gw_policy_unref(p);
+}
+
 static void
 test_parse_errors(void)
 {
@@ -88,6 +163,15 @@ test_parse_errors(void)
 	    &cause) == NULL);
 	CHECK_CAUSE(cause, "verbs: unknown field");
 	free(cause), cause = NULL;
+	/* A method is a token: not a phrase, not a 300-byte string. */
+	CHECK(parse("{\"mode\":\"allowlist\",\"allow\":[{\"host\":\"a.com\",\"methods\":"
+	    "[\"GET\",\"GET /x\"]}]}", &cause) == NULL);
+	CHECK_CAUSE(cause, "methods[1]");
+	free(cause), cause = NULL;
+	CHECK(parse("{\"mode\":\"allowlist\",\"allow\":[{\"host\":\"a.com\",\"methods\":"
+	    "[\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"]}]}", &cause) == NULL);
+	CHECK_CAUSE(cause, "HTTP method");
+	free(cause), cause = NULL;
 	CHECK(parse("{\"mode\":\"allowlist\",\"credentials\":[{\"name\":\"T\",\"value\":\"a\\r\\nX: y\","
 	    "\"hosts\":[\"a.com\"]}]}", &cause) == NULL);
 	CHECK_CAUSE(cause, "CR/LF");
@@ -101,6 +185,7 @@ test_parse_errors(void)
 	free(cause), cause = NULL;
 	CHECK(parse("{\"mode\":\"allowlist\",\"internal\":[\"10.0.0.1/8\"]}", &cause) == NULL);
 	free(cause), cause = NULL;
+	test_header_errors();
 	CHECK(parse("{\"mode\":\"allowlist\",\"extra\":1}", &cause) == NULL);
 	CHECK_CAUSE(cause, "policy.extra: unknown field");
 	free(cause);
@@ -235,7 +320,22 @@ test_ctl(void)
 	CHECK(gw_ctl_recv(sv[1], &out, fds, &nfds, &cause) == -1 && nfds == 0);
 	CHECK_CAUSE(cause, "bad message");
 	free(cause);
+	cause = NULL;
+	/* Nothing queued on a non-blocking socket: a code, not a cause to compare. */
+	CHECK(fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0);
+	CHECK(gw_ctl_recv(sv[1], &out, fds, &nfds, &cause) == GW_CTL_AGAIN && cause == NULL);
+	/* A full socket on send likewise. */
+	CHECK(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+	{
+		int rc;
+
+		while ((rc = gw_ctl_send(sv[0], in, NULL, 0, &cause)) == 0)
+			;
+		CHECK(rc == GW_CTL_AGAIN && cause == NULL);
+	}
 	close(sv[0]);
+	while (gw_ctl_recv(sv[1], &out, fds, &nfds, &cause) == 1)
+		json_decref(out);
 	CHECK(gw_ctl_recv(sv[1], &out, fds, &nfds, &cause) == 0);
 	close(sv[1]);
 	close(pass[0]);
@@ -281,6 +381,7 @@ main(void)
 {
 	T_RUN(test_names);
 	T_RUN(test_parse_errors);
+	T_RUN(test_headers);
 	T_RUN(test_matching);
 	T_RUN(test_denied);
 	T_RUN(test_ctl);

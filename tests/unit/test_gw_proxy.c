@@ -1395,6 +1395,34 @@ g_inline_ctl(void *arg)
 	r = ctl_call(fd, json_pack("{s:s}", "op", "hello"), NULL, 0);
 	CHECK(json_array_size(json_object_get(r, "sandboxes")) == 0);
 	json_decref(r);
+
+	/*
+	 * The island's drops, counted by airlockd: one deny_summary line per
+	 * reason in the gateway's audit, also for a sandbox no longer attached
+	 * (the last count comes after the detach); a malformed count is refused.
+	 */
+	r = ctl_call(fd, json_pack("{s:s,s:s,s:i,s:[{s:s,s:s,s:i},{s:s,s:s,s:i}]}", "op", "drops",
+	    "sandbox", "inline", "window_ms", 5000, "drops", "kind", "udp", "reason",
+	    "UDP other than DNS", "count", 321, "kind", "ipv6", "reason", "IPv6 is not routed",
+	    "count", 4), NULL, 0);
+	CHECK(r != NULL && json_is_true(json_object_get(r, "ok")));
+	json_decref(r);
+	CHECK(audited("\"sandbox\":\"inline\"", "\"reason\":\"UDP other than DNS\"",
+	    "\"count\":321"));
+	CHECK(audited("\"event\":\"deny_summary\"", "\"kind\":\"ipv6\"", "\"window_ms\":5000"));
+	{
+		int lines;
+
+		CHECK(summary_total("inline", &lines) == 325 && lines == 2);
+	}
+	r = ctl_call(fd, json_pack("{s:s,s:s,s:i,s:[{s:s,s:s,s:i}]}", "op", "drops", "sandbox",
+	    "inline", "window_ms", 5000, "drops", "kind", "udp", "reason", "x", "count", 0), NULL, 0);
+	CHECK(r != NULL && json_is_false(json_object_get(r, "ok")));
+	json_decref(r);
+	r = ctl_call(fd, json_pack("{s:s,s:s,s:[]}", "op", "drops", "sandbox", "inline", "drops"),
+	    NULL, 0);
+	CHECK(r != NULL && json_is_false(json_object_get(r, "ok")));
+	json_decref(r);
 	close(fd);
 }
 

@@ -1,4 +1,9 @@
-/* HTTP request parsing: valid heads, smuggling-shaped inputs, chunked bodies. */
+/*
+ * HTTP request parsing: valid heads, smuggling-shaped inputs, chunked
+ * bodies. The one parser of the tree: airlockd's API, the gateway and the
+ * guest agent frame requests with it (test_ported_agent: what the agent's
+ * own parser was tested for before it was deleted).
+ */
 #include "http/http_parse.h"
 #include "common/util.h"
 #include "t.h"
@@ -67,6 +72,12 @@ test_rejects(void)
 		{ "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "target" },
 		{ "GET / HTTP/1.1\r\nHost: x\r\nX: a\x7f\r\n\r\n", 400, "header value" },
 		{ "GET / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", 417, "Expect" },
+		/* The guest agent's own parser read only the first of these (issue 12). */
+		{ "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n", 501, "chunked" },
+		{ "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		  "Transfer-Encoding: identity\r\n\r\n", 501, "chunked" },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", 400, "header line" },
 	};
 	struct http_head h;
 	char *cause = NULL;
@@ -254,6 +265,98 @@ test_query(void)
 	free(cause);
 }
 
+/* The one percent-encoder (API → agent paths, CLI → API paths and ids). */
+static void
+test_pct_encode(void)
+{
+	static const char *const in[] = { "/tmp/a b", "..", "x/../keys", "\xc3\xa9%+?#&=",
+	    "\x01\x7f\xff", "" };
+	char *e, *d;
+	size_t i;
+
+	CHECK_STR(e = http_pct_encode("/tmp/a b/é~-._", "-._~/"), "/tmp/a%20b/%C3%A9~-._");
+	free(e);
+	CHECK_STR(e = http_pct_encode("../keys", "-_~"), "%2E%2E%2Fkeys");
+	free(e);
+	CHECK_STR(e = http_pct_encode("a+b&c=d?e#f%", "-._~/"), "a%2Bb%26c%3Dd%3Fe%23f%25");
+	free(e);
+	/* What the parser decodes is what was encoded, whatever the bytes. */
+	for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		e = http_pct_encode(in[i], "-._~/");
+		CHECK(strspn(e, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789-._~/%") == strlen(e));
+		CHECK(http_pct_decode(e, strlen(e), &d) == 0);
+		CHECK_STR(d, in[i]);
+		free(d);
+		free(e);
+	}
+}
+
+/* What the agent's deleted parser was tested for, against the shared one. */
+static void
+test_ported_agent(void)
+{
+	struct http_head h;
+	char *cause = NULL, *path = NULL, *query = NULL;
+	struct http_query q;
+	int status = 0;
+	size_t o, i;
+	char big[HTTP_HEADERS_MAX * 8 + 64];
+	static const char nul[] = "GET / HTTP/1.1\r\nHost: x\r\nA: \0\r\n\r\n";
+
+	/* An upload head: framing, keep-alive, a header value trimmed, the query decoded. */
+	CHECK(parse("POST /files?path=%2Fhome%2Fuser%2Fa.txt&username=root HTTP/1.1\r\n"
+	    "Host: x\r\nTransfer-Encoding: chunked\r\nContent-Type:  multipart/form-data; b=1  \r\n"
+	    "\r\n", &h, &status, &cause) > 0);
+	CHECK(h.chunked && h.keep_alive && h.content_length == -1);
+	CHECK_STR(http_head_get(&h, "content-type"), "multipart/form-data; b=1");
+	CHECK(http_split_target(h.target, &path, &query) == 0);
+	CHECK_STR(path, "/files");
+	CHECK(http_query_parse(query, &q, &cause) == 0);
+	CHECK_STR(http_query_value(&q, "path"), "/home/user/a.txt");
+	CHECK_STR(http_query_value(&q, "username"), "root");
+	CHECK(http_query_value(&q, "user") == NULL);
+	http_query_free(&q);
+	free(path);
+	free(query);
+	http_head_free(&h);
+	CHECK(parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &h, &status,
+	    &cause) > 0 && !h.keep_alive);
+	http_head_free(&h);
+	/* A NUL in a header value, and one header too many. */
+	CHECK(http_parse_head(nul, sizeof(nul) - 1, &h, &status, &cause) == -1 && status == 400);
+	o = (size_t)sprintf(big, "GET / HTTP/1.1\r\nHost: x\r\n");
+	for (i = 0; i < HTTP_HEADERS_MAX; i++)
+		o += (size_t)sprintf(big + o, "A: b\r\n");
+	sprintf(big + o, "\r\n");
+	CHECK(parse(big, &h, &status, &cause) == -1 && status == 431);
+	/* Percent-escapes in the path: bad ones and %00 refused. */
+	CHECK(http_split_target("/%zz", &path, &query) == -1);
+	CHECK(http_split_target("/%00", &path, &query) == -1);
+	CHECK(http_split_target("x", &path, &query) == -1);
+	free(cause);
+}
+
+/* Chunk sizes that overflow, and a chunk-size line longer than the decoder keeps. */
+static void
+test_chunk_limits(void)
+{
+	struct http_head h = { .chunked = 1 };
+	char line[HTTP_CHUNK_LINE_MAX + 10], *cause = NULL;
+	struct sink s = { .len = 0 };
+	struct http_body b;
+	size_t consumed;
+
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, "fffffffffffffffff\r\n", 19, &consumed, sink_cb, &s, &cause) ==
+	    HTTP_BODY_ERROR);
+	memset(line, '1', sizeof(line));
+	http_body_init(&b, &h, 0);
+	CHECK(http_body_feed(&b, line, sizeof(line), &consumed, sink_cb, &s, &cause) ==
+	    HTTP_BODY_ERROR);
+	free(cause);
+}
+
 int
 main(void)
 {
@@ -263,5 +366,8 @@ main(void)
 	T_RUN(test_length_body);
 	T_RUN(test_target);
 	T_RUN(test_query);
+	T_RUN(test_pct_encode);
+	T_RUN(test_ported_agent);
+	T_RUN(test_chunk_limits);
 	return t_done();
 }

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -136,6 +137,11 @@ router(struct http_req *req, void *arg)
 		http_reply_start(req, 201, "text/plain");
 		http_reply_chunk(req, "three", 5);
 		http_reply_end(req);
+	} else if (strcmp(p, "/abort") == 0) {
+		/* A stream that fails midway (the envd proxy's guest died): cut, not short. */
+		http_reply_start(req, 200, "application/octet-stream");
+		http_reply_chunk(req, "part", 4);
+		http_reply_abort(req);
 	} else if (strcmp(p, "/twice-stream") == 0) {
 		http_reply_start(req, 200, "text/plain");
 		http_reply_chunk(req, "one", 3);
@@ -478,6 +484,48 @@ limits_per_addr(void)
  * oldest connection without a request is shed, one with a request in
  * progress (older still) is not. All in progress: refused.
  */
+/*
+ * While a request is in progress, bytes pipelined behind it are read only
+ * up to HTTP_INPUT_MAX: then the server stops reading and the client's
+ * writes stall on the socket's buffers. Without the cap the server swallowed
+ * all 64 MB here.
+ */
+static void
+pipelined_bounded(void)
+{
+	static char junk[65536];
+	size_t sent = 0;
+	int fd = dial(), fl;
+	char *r;
+
+	memset(junk, 'A', sizeof(junk));
+	sse_closed = 0;
+	send_all(fd, "GET /sse-forever HTTP/1.1\r\nHost: t\r\n\r\n", 39);
+	r = read_until(fd, "event: tick", 1);
+	CHECK(strstr(r, "event: tick") != NULL);
+	free(r);
+	fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	while (sent < 64u * 1024 * 1024) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		ssize_t w;
+
+		/* A second without room: the server has stopped reading. */
+		if (poll(&pfd, 1, 1000) != 1)
+			break;
+		if ((w = write(fd, junk, sizeof(junk))) <= 0)
+			break;
+		sent += (size_t)w;
+	}
+	/* Kernel socket buffers on loopback hold a few MB at most. */
+	CHECK(sent < 32u * 1024 * 1024);
+	/* Not reading does not hide the client leaving: the stream's next write notices. */
+	close(fd);
+	for (int i = 0; i < 500 && !sse_closed; i++)
+		usleep(10000);
+	CHECK(sse_closed);
+}
+
 static void
 limits_shed(void)
 {
@@ -532,6 +580,18 @@ client(void *arg)
 	CHECK(a != NULL && b != NULL && c != NULL && a < b && b < c);
 	CHECK(strstr(r, "\"code\":\"not_found\"") != NULL);
 	free(r);
+
+	/* An aborted stream: its chunk, no last chunk, and the connection closes. */
+	{
+		int afd = dial();
+		const char *ab = "GET /abort HTTP/1.1\r\nHost: t\r\n\r\n";
+		send_all(afd, ab, strlen(ab));
+		r = read_until(afd, "part\r\n", 1);
+		CHECK(strstr(r, "200 OK") != NULL && strstr(r, "4\r\npart\r\n") != NULL);
+		free(r);
+		CHECK(closed_by_peer(afd));
+		close(afd);
+	}
 
 	/* Chunked request body into the buffered handler. */
 	const char *chunked = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -642,6 +702,41 @@ client(void *arg)
 	CHECK(closed_by_peer(fd));
 	close(fd);
 
+	/* Each refusal of the framing layer carries its own code, not "bad_request". */
+	{
+		static const struct { const char *head, *status, *code; } refusals[] = {
+			{ "GET / HTTP/2.0\r\nHost: t\r\n\r\n", "505 HTTP Version Not Supported",
+			    "\"code\":\"http_version_not_supported\"" },
+			{ "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n",
+			    "501 Not Implemented", "\"code\":\"not_implemented\"" },
+			{ "POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 200-ok\r\n\r\n",
+			    "417 Expectation Failed", "\"code\":\"expectation_failed\"" },
+		};
+		for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+			fd = dial();
+			send_all(fd, refusals[i].head, strlen(refusals[i].head));
+			r = read_until(fd, "}}", 1);
+			CHECK(strstr(r, refusals[i].status) != NULL && strstr(r, refusals[i].code) != NULL);
+			if (strstr(r, refusals[i].code) == NULL)
+				fprintf(stderr, "refusal %zu: got \"%s\"\n", i, r);
+			free(r);
+			close(fd);
+		}
+		/* 431: more header bytes than HTTP_HEAD_MAX. */
+		size_t padlen = HTTP_HEAD_MAX + 64;
+		char *huge = xmalloc(padlen + 64);
+		int o = snprintf(huge, 64, "GET / HTTP/1.1\r\nHost: t\r\nX-Pad: ");
+		memset(huge + o, 'p', padlen);
+		fd = dial();
+		send_all(fd, huge, (size_t)o + padlen);
+		free(huge);
+		r = read_until(fd, "}}", 1);
+		CHECK(strstr(r, "431 Request Header Fields Too Large") != NULL &&
+		    strstr(r, "\"code\":\"headers_too_large\"") != NULL);
+		free(r);
+		close(fd);
+	}
+
 	/* SSE: three events then the end of the chunked stream. */
 	fd = dial();
 	send_all(fd, "GET /sse HTTP/1.1\r\nHost: t\r\n\r\n", 31);
@@ -661,6 +756,7 @@ client(void *arg)
 		usleep(10000);
 	CHECK(sse_closed);
 
+	T_RUN(pipelined_bounded);
 	T_RUN(limits_head);
 	T_RUN(limits_body);
 	T_RUN(limits_idle);

@@ -39,6 +39,9 @@ test_valid(void)
 	CHECK(r.nenv == 1);
 	CHECK(r.disk_size_mb == 2048);
 	CHECK(strlen(r.sha256) == 64);
+	CHECK_STR(r.start, "sleep infinity");
+	CHECK(r.ready_port == 0 && r.ready_cmd == NULL);
+	CHECK(r.ready_timeout_s == RECIPE_READY_TIMEOUT_DEFAULT);
 	/* Package order does not change the debootstrap cache key. */
 	const char *j2 = "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},"
 	    "\"packages\":[\"ca-certificates\",\"python3\",\"bash\"]}";
@@ -48,6 +51,27 @@ test_valid(void)
 	CHECK_STR(k1, k2);
 	recipe_free(&r);
 	recipe_free(&r2);
+}
+
+/* start + ready: a port or a command, and its timeout. */
+static void
+test_ready(void)
+{
+	const char *jp = "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},"
+	    "\"start\":\"python3 -m http.server 8080\",\"ready\":{\"port\":8080,\"timeout_s\":600}}";
+	const char *jc = "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},"
+	    "\"start\":\"srv\",\"ready\":{\"cmd\":\"test -e /tmp/up\"}}";
+	struct recipe r;
+	char *cause = NULL;
+
+	CHECK(recipe_parse(jp, strlen(jp), "/tmp", &r, &cause) == 0);
+	CHECK(r.ready_port == 8080 && r.ready_cmd == NULL && r.ready_timeout_s == 600);
+	recipe_free(&r);
+	CHECK(recipe_parse(jc, strlen(jc), "/tmp", &r, &cause) == 0);
+	CHECK(r.ready_port == 0 && r.ready_timeout_s == RECIPE_READY_TIMEOUT_DEFAULT);
+	CHECK_STR(r.ready_cmd, "test -e /tmp/up");
+	recipe_free(&r);
+	CHECK(cause == NULL);
 }
 
 static void
@@ -90,6 +114,21 @@ test_errors(void)
 		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\",\"mirror\":null}}", "from.mirror: must not be null" },
 		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"user\":null}", "user: must be an object" },
 		{ "{\"a\":1,\"a\":2}", "duplicate" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"ready\":{\"port\":80}}", "ready: needs a start command" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"\"}", "start: must be a non-empty" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"a\\nb\"}", "start: must be a non-empty one-line" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":7}", "start: must be a string" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{}}", "ready: exactly one of port" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":1,\"cmd\":\"x\"}}", "ready: exactly one of port" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":0}}", "ready.port" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":65536}}", "ready.port" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":\"80\"}}", "ready.port" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"cmd\":\"\"}}", "ready.cmd" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"cmd\":3}}", "ready.cmd: must be a string" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":1,\"timeout_s\":0}}", "ready.timeout_s" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":1,\"timeout_s\":3601}}", "ready.timeout_s" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":{\"port\":1,\"wait\":1}}", "ready: unknown field \"wait\"" },
+		{ "{\"from\":{\"distro\":\"debian\",\"suite\":\"bookworm\"},\"start\":\"s\",\"ready\":[1]}", "ready: must be an object" },
 	};
 	size_t i;
 
@@ -120,6 +159,7 @@ int
 main(void)
 {
 	T_RUN(test_valid);
+	T_RUN(test_ready);
 	T_RUN(test_errors);
 	T_RUN(test_guest_path);
 	return t_done();

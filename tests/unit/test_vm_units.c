@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/digest.h"
 #include "common/util.h"
 #include "images/stor_sandbox.h"
 #include "images/stor_snapshot.h"
@@ -141,7 +142,8 @@ test_adopt_cmdline(void)
 	CHECK(qemu_argv_build(&s, &a, &cause) == 0);
 	cmd = cmdline(&a, &len);
 	CHECK(vm_proc_check_cmdline(cmd, len, "sb1", &vp, &cause) == 0);
-	CHECK(vp.vp_memory_mb == 384 && vp.vp_vcpus == 2 && !vp.vp_net && vp.vp_own_mem);
+	CHECK(vp.vp_memory_mb == 384 && vp.vp_vcpus == 2 && !vp.vp_net && vp.vp_own_mem &&
+	    !vp.vp_slots);
 	CHECK(vm_proc_check_cmdline(cmd, len, "sb2", &vp, &cause) == -1);
 	CHECK_CAUSE(cause, "not \"sb2\"");
 	free(cause);
@@ -160,10 +162,11 @@ test_adopt_cmdline(void)
 	s.net = 1;
 	s.tap_fd = 5;
 	s.guest_mac = "52:54:00:0a:00:02";
+	s.slots = 1;	/* with the volume slots (a template VM) */
 	CHECK(qemu_argv_build(&s, &a, &cause) == 0);
 	cmd = cmdline(&a, &len);
 	CHECK(vm_proc_check_cmdline(cmd, len, "sb1", &vp, &cause) == 0);
-	CHECK(vp.vp_net && !vp.vp_own_mem);
+	CHECK(vp.vp_net && !vp.vp_own_mem && vp.vp_slots);
 	free(cmd);
 	argv_free(&a);
 	/* Some other program that happens to run as the uid. */
@@ -226,11 +229,131 @@ read_ll(const char *d, const char *f)
 	return v;
 }
 
+/* Our cgroup path in a hierarchy, as /proc/self/cgroup names it (ctrl NULL: v2). */
+static char *
+self_cgroup(const char *ctrl)
+{
+	char *text = NULL, *line, *save = NULL, *out = NULL;
+
+	CHECK(read_file("/proc/self/cgroup", 65536, &text, NULL, NULL) == 0);
+	for (line = strtok_r(text, "\n", &save); line && out == NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2 == NULL)
+			continue;
+		*c2 = '\0';
+		if (ctrl == NULL ? strncmp(line, "0::", 3) == 0 || (c1[1] == '\0' && line[0] == '0') :
+		    strcmp(c1 + 1, ctrl) == 0 || (strncmp(c1 + 1, ctrl, strlen(ctrl)) == 0 &&
+		    c1[1 + strlen(ctrl)] == ','))
+			out = xstrdup(strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+	}
+	free(text);
+	return out != NULL ? out : xstrdup("");
+}
+
+static char *
+read_text(const char *d, const char *f)
+{
+	char *p, *t = NULL;
+
+	xasprintf(&p, "%s/%s", d, f);
+	if (read_file(p, 128, &t, NULL, NULL) == -1)
+		t = NULL;
+	free(p);
+	return t;
+}
+
+/*
+ * What each hierarchy is told, under a plain directory as the root: the
+ * CPU cap is the vCPUs' worth of quota, the weight is cpu.weight on v2 and
+ * cpu.shares (x1024/100) on v1, memory and pids as given.
+ */
+static void
+test_cgroup_files(void)
+{
+	static const char *const ctrls[] = { "memory", "cpu", "pids" };
+	struct vm_limits lim = { 256ULL << 20, 2000, 512, 100 };
+	struct vm_cgroup cg;
+	char *r, *p, *self, *t, *cause = NULL;
+	size_t i;
+
+	/* v2: one directory with everything. */
+	xasprintf(&r, "%s/files-v2", dir);
+	self = self_cgroup(NULL);
+	xasprintf(&p, "%s%s", r, self);
+	CHECK(mkdir_p(p, 0755, NULL) == 0);
+	free(p);
+	free(self);
+	xasprintf(&p, "%s/cgroup.controllers", r);
+	mkfile(p, "cpu memory pids\n");
+	free(p);
+	CHECK(vm_cgroup_create(r, "sbv2", &lim, &cg, &cause) == 0);
+	if (cause != NULL)
+		fprintf(stderr, "   %s\n", cause);
+	CHECK(cg.vc_mode == VM_CGROUP_V2 && cg.vc_ndirs == 1);
+	CHECK((t = read_text(cg.vc_dirs[0], "cpu.max")) != NULL && strcmp(t, "200000 100000") == 0);
+	free(t);
+	CHECK((t = read_text(cg.vc_dirs[0], "cpu.weight")) != NULL && strcmp(t, "100") == 0);
+	free(t);
+	CHECK(read_ll(cg.vc_dirs[0], "memory.max") == (long long)(256ULL << 20));
+	CHECK(read_ll(cg.vc_dirs[0], "pids.max") == 512);
+	/* A live cgroup's weight changes (the pool's refill and claim priorities). */
+	CHECK(vm_cgroup_set_weight(&cg, 25, &cause) == 0);
+	CHECK(read_ll(cg.vc_dirs[0], "cpu.weight") == 25);
+	CHECK(vm_cgroup_set_weight(&cg, 0, &cause) == -1 && cause != NULL);
+	free(cause);
+	cause = NULL;
+	CHECK(vm_cgroup_set_weight(&cg, 10001, &cause) == -1);
+	free(cause);
+	cause = NULL;
+	CHECK(read_ll(cg.vc_dirs[0], "cpu.weight") == 25);
+	vm_cgroup_clear(&cg);
+	free(r);
+
+	/* v1 (this host's shape): cpu quota, period and shares in the cpu hierarchy. */
+	xasprintf(&r, "%s/files-v1", dir);
+	for (i = 0; i < 3; i++) {
+		self = self_cgroup(ctrls[i]);
+		xasprintf(&p, "%s/%s%s", r, ctrls[i], self);
+		CHECK(mkdir_p(p, 0755, NULL) == 0);
+		free(p);
+		free(self);
+	}
+	xasprintf(&p, "%s/memory/cgroup.procs", r);
+	mkfile(p, "");
+	free(p);
+	lim.cpu_millis = 1000;
+	lim.cpu_weight = 250;
+	CHECK(vm_cgroup_create(r, "sbv1", &lim, &cg, &cause) == 0);
+	if (cause != NULL)
+		fprintf(stderr, "   %s\n", cause);
+	CHECK(cg.vc_mode == VM_CGROUP_V1 && cg.vc_ndirs == 3);
+	CHECK(strstr(cg.vc_dirs[1], "/cpu") != NULL);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.cfs_period_us") == 100000);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.cfs_quota_us") == 100000);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.shares") == 2560);
+	CHECK(read_ll(cg.vc_dirs[0], "memory.limit_in_bytes") == (long long)(256ULL << 20));
+	CHECK(read_ll(cg.vc_dirs[2], "pids.max") == 512);
+	/* v1: the shares file in the cpu hierarchy, never memory or pids. */
+	CHECK(vm_cgroup_set_weight(&cg, 25, &cause) == 0);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.shares") == 256);
+	CHECK(vm_cgroup_set_weight(&cg, 1, &cause) == 0);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.shares") == 10);
+	CHECK(read_ll(cg.vc_dirs[0], "cpu.shares") == -1 && read_ll(cg.vc_dirs[2], "cpu.shares") == -1);
+	vm_cgroup_clear(&cg);
+	/* No weight asked: the kernel's default stays (no file written). */
+	lim.cpu_weight = 0;
+	CHECK(vm_cgroup_create(r, "sbv1b", &lim, &cg, &cause) == 0);
+	CHECK(read_ll(cg.vc_dirs[1], "cpu.shares") == -1);
+	vm_cgroup_clear(&cg);
+	free(r);
+}
+
 /* The real hierarchy of this host: limits land where the kernel reads them. */
 static void
 test_cgroup_real(void)
 {
-	struct vm_limits lim = { 300ULL << 20, 1500, 100 };
+	struct vm_limits lim = { 300ULL << 20, 1500, 100, 50 };
 	struct vm_cgroup cg;
 	char name[32], *cause = NULL, *d0 = NULL;
 	int i;
@@ -250,8 +373,10 @@ test_cgroup_real(void)
 	CHECK(vm_cgroup_memory_limit(&cg) == (long long)(300ULL << 20));
 	if (cg.vc_mode == VM_CGROUP_V1) {
 		CHECK(read_ll(cg.vc_dirs[1], "cpu.cfs_quota_us") == 150000);
+		CHECK(read_ll(cg.vc_dirs[1], "cpu.shares") == 512);
 		CHECK(read_ll(cg.vc_dirs[2], "pids.max") == 100);
-	}
+	} else
+		CHECK(read_ll(cg.vc_dirs[0], "cpu.weight") == 50);
 	for (i = 0; i < cg.vc_ndirs; i++)
 		CHECK(strstr(cg.vc_dirs[i], "/airlock/") != NULL);
 	/*
@@ -267,19 +392,28 @@ test_cgroup_real(void)
 		free(dup.vc_procs[i]);
 	}
 	{
-		pid_t child = fork();
+		int sp[2];
+		char ok = 0;
+		pid_t child;
 
-		if (child == 0) {
+		/* The child says when it is in every dir: a sleep raced on a loaded host. */
+		CHECK(pipe(sp) == 0);
+		if ((child = fork()) == 0) {
+			close(sp[0]);
 			for (i = 0; i < cg.vc_ndirs; i++) {
 				int fd = open(cg.vc_procs[i], O_WRONLY);
 				if (fd == -1 || write(fd, "0", 1) != 1)
 					_exit(1);
 				close(fd);
 			}
+			if (write(sp[1], "1", 1) != 1)
+				_exit(1);
 			pause();
 			_exit(0);
 		}
-		usleep(200000);
+		close(sp[1]);
+		CHECK(read(sp[0], &ok, 1) == 1 && ok == '1');
+		close(sp[0]);
 		CHECK(vm_cgroup_create(NULL, name, &lim, &dup, &cause) == -1);
 		CHECK_CAUSE(cause, "still in use");
 		free(cause);
@@ -472,6 +606,7 @@ main(void)
 	T_RUN(test_argv_driver);
 	T_RUN(test_adopt_cmdline);
 	T_RUN(test_cgroup_detect);
+	T_RUN(test_cgroup_files);
 	T_RUN(test_cgroup_real);
 	T_RUN(test_snapshot_header);
 	T_RUN(test_fd_sha256);

@@ -178,6 +178,7 @@ gw_audit_log(struct gw_audit *a, const struct gw_audit_rec *r)
 	if (r->status != 0)
 		json_object_set_new(o, "status", json_integer(r->status));
 	gw_set_str(o, "credential", r->credential);
+	gw_set_str(o, "headers_set", r->headers_set);
 
 	/* Guest-controlled strings (path, host) are JSON-escaped by jansson: no log injection. */
 	line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);

@@ -33,6 +33,7 @@ struct gw_audit_rec {
 	uint64_t	 bytes_down;
 	int		 status;	/* upstream HTTP status, 0 if none */
 	const char	*credential;	/* name of an injected credential */
+	const char	*headers_set;	/* names (never values) of policy.headers set, "A,B" */
 };
 
 struct gw_audit *gw_audit_open(const char *dir, uint64_t max_bytes, int keep, char **cause);

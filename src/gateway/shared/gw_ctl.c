@@ -57,6 +57,8 @@ gw_ctl_send(int fd, const json_t *msg, const int *fds, size_t nfds, char **cause
 	while (n == -1 && errno == EINTR);
 	explicit_bzero(text, iov.iov_len);	/* policies carry secret values */
 	free(text);
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return GW_CTL_AGAIN;
 	if (n == -1) {
 		cause_set(cause, "sendmsg: %s", strerror(errno));
 		return -1;
@@ -93,12 +95,12 @@ gw_ctl_recv(int fd, json_t **msg, int *fds, size_t *nfds, char **cause)
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n == -1 && errno == EINTR);
 	if (n == -1) {
-		if (errno == EAGAIN)
-			cause_set(cause, "again");
-		else
+		int again = errno == EAGAIN || errno == EWOULDBLOCK;
+
+		if (!again)
 			cause_set(cause, "recvmsg: %s", strerror(errno));
 		free(buf);
-		return -1;
+		return again ? GW_CTL_AGAIN : -1;
 	}
 	/* Take ownership of every received fd first, so none leaks on a bad message. */
 	for (cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {

@@ -13,6 +13,9 @@
  *   update  {sandbox, policy}      → {}   live policy swap
  *   detach  {sandbox}              → {}   closes its sockets and connections
  *   stats   {sandbox?}             → {sandboxes:{id:{counters...}}, rss_kb}
+ *   drops   {sandbox, window_ms, drops:[{kind, reason, count}]}
+ *                                  → {}   deny_summary lines for packets the
+ *                                         island's nftables dropped (airlockd counts them)
  *   shutdown                       → {}   then the gateway exits
  *
  * (PREFIX: a path pattern, "/v1/" followed by a star.)
@@ -41,12 +44,15 @@
 #define GW_CTL_VERSION		1
 #define GW_CTL_MSG_MAX		(256 * 1024)
 #define GW_CTL_MAX_FDS		4
+/* A non-blocking socket had no room (send) or no message (recv): try later. No cause. */
+#define GW_CTL_AGAIN		(-2)
 
-/* Send one message with optional fds. 0 / -1 with cause. */
+/* Send one message with optional fds. 0, GW_CTL_AGAIN, or -1 with cause. */
 int gw_ctl_send(int fd, const json_t *msg, const int *fds, size_t nfds, char **cause);
 /*
  * Receive one message. Returns 1 with *msg (and fds, *nfds) set, 0 on EOF,
- * -1 on error (EAGAIN included: cause "again"). Received fds are CLOEXEC.
+ * GW_CTL_AGAIN when nothing is queued, -1 on error (with cause). Received
+ * fds are CLOEXEC.
  */
 int gw_ctl_recv(int fd, json_t **msg, int *fds, size_t *nfds, char **cause);
 

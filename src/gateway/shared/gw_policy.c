@@ -11,10 +11,12 @@
 
 #include "common/util.h"
 #include "gateway/shared/gw_policy.h"
+#include "http/http_parse.h"
 
 #define GW_RULES_MAX	1024
 #define GW_CREDS_MAX	256
 #define GW_LIST_MAX	64
+#define GW_METHOD_MAX	32	/* longer than any registered method */
 
 /* Rules handed out in full mode: not part of any policy, never freed. */
 static const struct gw_rule gw_full_rule = { .text = (char *)"mode:full" };
@@ -286,6 +288,13 @@ gw_rule_parse(const json_t *j, struct gw_rule *r, char **cause)
 				cause_wrap(cause, "methods");
 				return -1;
 			}
+			for (size_t i = 0; i < r->nmethods; i++)
+				if (!http_token_valid(r->methods[i], GW_METHOD_MAX)) {
+					cause_set(cause, "methods[%zu]: must be an HTTP method (a "
+					    "token of at most %d letters, such as GET)", i,
+					    GW_METHOD_MAX);
+					return -1;
+				}
 		} else if (strcmp(k, "paths") == 0) {
 			if (gw_strlist_parse(v, &r->paths, &r->npaths, 0, cause) == -1) {
 				cause_wrap(cause, "paths");
@@ -465,6 +474,7 @@ gw_policy_free(struct gw_policy *p)
 	free(p->creds);
 	free(p->internal);
 	free(p->internal_ports);
+	gw_hdrsets_free(p->hdrsets, p->nhdrsets);
 	free(p);
 }
 
@@ -500,7 +510,7 @@ gw_policy_parse(const json_t *j, char **cause)
 	json_object_foreach((json_t *)j, k, v) {
 		if (strcmp(k, "mode") != 0 && strcmp(k, "allow") != 0 &&
 		    strcmp(k, "internal") != 0 && strcmp(k, "credentials") != 0 &&
-		    strcmp(k, "rate") != 0) {
+		    strcmp(k, "rate") != 0 && strcmp(k, "headers") != 0) {
 			cause_set(cause, "policy.%s: unknown field", k);
 			goto fail;
 		}
@@ -575,12 +585,22 @@ gw_policy_parse(const json_t *j, char **cause)
 				}
 		}
 	}
+	if (gw_hdrsets_parse(json_object_get(j, "headers"), &p->hdrsets, &p->nhdrsets,
+	    &why) == -1) {
+		cause_set(cause, "policy.headers%s", why);
+		goto fail;
+	}
 	if (gw_rate_parse(json_object_get(j, "rate"), &p->rate, &why) == -1) {
 		cause_set(cause, "policy.rate: %s", why);
 		goto fail;
 	}
 	if (p->mode == GW_MODE_NONE && p->nrules > 0) {
 		cause_set(cause, "policy.allow: not allowed with mode none");
+		goto fail;
+	}
+	if (p->mode == GW_MODE_NONE && p->nhdrsets > 0) {
+		/* No interface, no gateway: nothing would carry the headers. */
+		cause_set(cause, "policy.headers: not allowed with mode none");
 		goto fail;
 	}
 	return p;
@@ -701,5 +721,5 @@ gw_policy_needs_intercept(const struct gw_policy *p, const char *host)
 		for (size_t n = 0; n < p->creds[i].nhosts; n++)
 			if (gw_host_match(p->creds[i].hosts[n], host))
 				return 1;
-	return 0;
+	return gw_hdrsets_match(p, host);
 }

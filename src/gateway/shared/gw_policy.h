@@ -61,6 +61,18 @@ struct gw_credential {
 	char		*format;	/* e.g. "Bearer {value}" */
 };
 
+/*
+ * Headers the gateway sets on every HTTP(S) request to host (E2B's
+ * rules[host][].transform.headers): a guest-sent header of the same name
+ * is replaced. The values are host-side secrets: never logged.
+ */
+struct gw_hdrset {
+	char		*host;		/* pattern, as in rules */
+	char		**names;
+	char		**values;	/* never logged */
+	size_t		 n;
+};
+
 struct gw_policy {
 	int			 refs;
 	enum gw_mode		 mode;
@@ -71,6 +83,8 @@ struct gw_policy {
 	size_t			 ninternal;
 	struct gw_credential	*creds;
 	size_t			 ncreds;
+	struct gw_hdrset	*hdrsets;
+	size_t			 nhdrsets;
 	struct gw_rate		 rate;		/* whole sandbox */
 };
 
@@ -114,8 +128,17 @@ int gw_policy_internal_allowed(const struct gw_policy *, const struct sockaddr *
 
 /* Credential by placeholder name, or NULL. */
 const struct gw_credential *gw_policy_credential(const struct gw_policy *, const char *name);
-/* Does any credential bind to host (full mode: intercept TLS for it)? */
+/* Does a credential or a header set bind to host (full mode: intercept TLS for it)? */
 int gw_policy_needs_intercept(const struct gw_policy *, const char *host);
+
+/*
+ * policy.headers [{host, set:{Name: value}}]: 0, or -1 with a cause
+ * naming the field below "headers" ("[2].set.X-A: ..."). gw_policy_headers.c.
+ */
+int gw_hdrsets_parse(const json_t *, struct gw_hdrset **out, size_t *n, char **cause);
+void gw_hdrsets_free(struct gw_hdrset *, size_t n);
+/* Does a header set apply to host (full mode: intercept TLS for it)? */
+int gw_hdrsets_match(const struct gw_policy *, const char *host);
 
 int gw_cidr_parse(const char *text, struct gw_cidr *out);
 int gw_cidr_contains(const struct gw_cidr *, const struct sockaddr *sa);

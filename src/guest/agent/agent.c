@@ -14,8 +14,10 @@
  *
  * The channel: the virtio-serial port named org.airlock.agent. While no
  * host is connected, read() on it returns EOF, so the agent probes it on a
- * timer and starts a channel session (chan_mux) when the host appears; the
- * host's HELLO resets all streams, which also covers snapshot restore.
+ * timer (see port_check) and starts a channel session (chan_mux) when the
+ * host appears; the host's HELLO resets
+ * all streams, which also covers snapshot restore. A port that goes away
+ * (unplugged, driver reset) is closed and found again by name.
  *
  * For tests without a VM, --listen PATH serves the same channel on a unix
  * socket instead (one host connection at a time, a new one replaces the
@@ -29,6 +31,7 @@
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,12 +51,18 @@
 
 #include "guest/agent/agent.h"
 #include "guest/agent/agent_console.h"
-#include "guest/agent/agent_http.h"
+#include "guest/agent/agent_start.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "http/http_server.h"
 #include "link/chan_mux.h"
 #include "link/chan_proto.h"
 
 #define AGENT_PORT_NAME		"org.airlock.agent"
-#define AGENT_PROBE_MS		20	/* host-connected probe while none is */
+#define AGENT_PROBE_MS		20	/* probe period where the fd cannot be waited on */
+#define AGENT_SAFETY_MS		1000	/* a probe even while waiting on the fd */
+#define AGENT_REOPEN_MIN_MS	10	/* finding the port again: backoff ... */
+#define AGENT_REOPEN_MAX_MS	1000	/* ... doubling up to this */
 #define AGENT_POWEROFF_GRACE_S	2	/* SIGTERM to SIGKILL on shutdown */
 
 struct agent ag;
@@ -62,8 +71,11 @@ static struct chan_mux *chan;
 static int chan_fd = -1;		/* virtio port, or the accepted host socket */
 static int listen_fd = -1;		/* --listen */
 static const char *port_path;		/* --port, else found in sysfs */
-static struct event *probe_ev;
+static struct event *probe_ev;		/* timer: safety probe, reopen backoff */
+static struct event *port_ev;		/* edge-triggered read on the port */
 static int probe_logged;
+static int reopen_ms;			/* 0: not backing off */
+static unsigned long reopens;
 static int shutting_down;
 
 void
@@ -84,15 +96,6 @@ alog(const char *fmt, ...)
 	if (write(STDERR_FILENO, "airlock-agent: ", 15) < 0 ||
 	    write(STDERR_FILENO, buf, (size_t)n) < 0)
 		return;
-}
-
-uint64_t
-agent_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void
@@ -321,6 +324,25 @@ agent_load_env(const char *file)
 
 /* ---- the channel ---- */
 
+/* The HTTP server every stream to port 49983 is handed to (agent.h: why these limits). */
+static void
+agent_http_start(void)
+{
+	struct http_limits lim;
+
+	log_init("airlock-agent", LOG_LVL_INFO);
+	ag.ag_http = http_server_new(ag.ag_base, api_route, NULL);
+	http_limits_default(&lim);
+	lim.conns_max = AGENT_HTTP_CONNS_MAX;
+	lim.head_ms = AGENT_HTTP_HEAD_MS;
+	lim.idle_ms = lim.idle_pressure_ms = AGENT_HTTP_IDLE_MS;
+	lim.body_grace_ms = lim.body_credit_ms = AGENT_HTTP_BODY_MS;
+	lim.body_min_rate = 1;
+	lim.write_ms = 0;
+	http_server_set_limits(ag.ag_http, &lim);
+	http_server_set_error_body(ag.ag_http, api_error_body);
+}
+
 /* A stream was opened to port: the API in-process, anything else over lo. */
 static int
 agent_open(struct chan_mux *mux, uint16_t port, struct chan_target *t, int *code,
@@ -335,7 +357,7 @@ agent_open(struct chan_mux *mux, uint16_t port, struct chan_target *t, int *code
 			*reason = "socketpair failed";
 			return -1;
 		}
-		if (http_conn_new(ag.ag_base, sv[1], api_route) == -1) {
+		if (http_server_adopt(ag.ag_http, sv[1], "channel") == -1) {
 			close(sv[0]);
 			*code = ENOMEM;
 			*reason = "cannot start an HTTP connection";
@@ -351,12 +373,22 @@ agent_open(struct chan_mux *mux, uint16_t port, struct chan_target *t, int *code
 	return 0;
 }
 
-static void probe_arm(void);
+static void probe_arm(int ms);
+static void port_check(void);
 
 static void
 chan_free_later(evutil_socket_t fd, short what, void *arg)
 {
 	chan_mux_free(arg);
+	/* Only now: libevent refuses an edge-triggered event beside the mux's. */
+	if (listen_fd == -1 && chan == NULL) {
+		if (port_ev != NULL && event_add(port_ev, NULL) == -1) {
+			alog("cannot wait on the port again; probing every %d ms", AGENT_PROBE_MS);
+			event_free(port_ev);
+			port_ev = NULL;
+		}
+		port_check();
+	}
 }
 
 static void
@@ -375,9 +407,7 @@ chan_down(struct chan_mux *mux, const char *reason, void *arg)
 	if (listen_fd != -1) {
 		close(chan_fd);
 		chan_fd = -1;
-		return;
 	}
-	probe_arm();
 }
 
 static const struct chan_mux_cb chan_cb = {
@@ -416,40 +446,108 @@ agent_find_port(char *out, size_t outlen)
 }
 
 /*
- * While no host is connected, read() on the port returns 0 at once. EAGAIN
- * or data means a host is there: start a session with whatever we read.
+ * How the agent notices the host (drivers/char/virtio_console.c): while
+ * the host's end is closed, read() returns 0 at once and poll() reports
+ * POLLIN|POLLHUP, so a level-triggered wait would spin. But the driver
+ * wakes the port's waitqueue on every change that matters: the host
+ * opening or closing its end (VIRTIO_CONSOLE_PORT_OPEN), data arriving,
+ * the port being unplugged. An edge-triggered epoll registration (port_ev)
+ * would fire on exactly those wake-ups; it is off for now (port_open says
+ * why), so the agent probes every AGENT_PROBE_MS.
+ *
+ * An unplugged port (device_del, the driver unbound or reset) answers
+ * POLLHUP without POLLIN and reads 0 for ever: that fd is dead. It is
+ * closed and the port looked for again by name (a re-plugged port is a
+ * new /dev/vportNpM), with backoff.
  */
 static void
-probe(evutil_socket_t fd, short what, void *arg)
+port_lost(const char *why)
+{
+	alog("channel port lost (%s); reopening", why);
+	if (port_ev != NULL) {
+		event_free(port_ev);
+		port_ev = NULL;
+	}
+	close(chan_fd);
+	chan_fd = -1;
+	probe_logged = 0;
+	reopen_ms = AGENT_REOPEN_MIN_MS;
+	probe_arm(reopen_ms);
+}
+
+static int
+port_open(void)
 {
 	char dev[256];
+
+	if (port_path != NULL)
+		snprintf(dev, sizeof(dev), "%s", port_path);
+	else if (agent_find_port(dev, sizeof(dev)) == -1) {
+		if (!probe_logged++)
+			alog("waiting for the %s port", AGENT_PORT_NAME);
+		return -1;
+	}
+	if ((chan_fd = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) == -1) {
+		if (!probe_logged++)
+			alog("open %s: %s", dev, strerror(errno));
+		return -1;
+	}
+	if (reopens++ == 0)
+		alog("channel on %s", dev);
+	else
+		alog("channel on %s (reopened)", dev);
+	reopen_ms = 0;
+	probe_logged = 0;
+	/*
+	 * The edge-triggered wait (port_ev) is off: with it the agent lost its
+	 * link for good after re-executing itself (integration/agent_vm
+	 * test_pid1, kill -SEGV 1) while the host was mid-session; not yet
+	 * understood, so the port is probed every AGENT_PROBE_MS as before.
+	 */
+	return 0;
+}
+
+/*
+ * Is a host there? EAGAIN or data: yes, start a session with whatever was
+ * read. 0: not yet, wait. Anything else: the port is gone.
+ */
+static void
+port_check(void)
+{
 	uint8_t buf[CHAN_HDR_LEN + CHAN_MAX_PAYLOAD];
+	struct pollfd pfd = { .fd = chan_fd, .events = POLLIN };
 	ssize_t n;
 
-	if (chan_fd == -1) {
-		if (port_path != NULL)
-			snprintf(dev, sizeof(dev), "%s", port_path);
-		else if (agent_find_port(dev, sizeof(dev)) == -1) {
-			if (!probe_logged++)
-				alog("waiting for the %s port", AGENT_PORT_NAME);
-			probe_arm();
-			return;
-		}
-		if ((chan_fd = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) == -1) {
-			if (!probe_logged++)
-				alog("open %s: %s", dev, strerror(errno));
-			probe_arm();
-			return;
-		}
-		alog("channel on %s", dev);
-	}
-	n = read(chan_fd, buf, sizeof(buf));
-	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-		probe_arm();
+	if (chan != NULL)
+		return;
+	if (chan_fd == -1 && port_open() == -1) {
+		reopen_ms = reopen_ms == 0 ? AGENT_REOPEN_MIN_MS : reopen_ms * 2;
+		if (reopen_ms > AGENT_REOPEN_MAX_MS)
+			reopen_ms = AGENT_REOPEN_MAX_MS;
+		probe_arm(reopen_ms);
 		return;
 	}
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLNVAL | POLLERR |
+	    (port_path == NULL ? POLLHUP : 0))) && !(pfd.revents & POLLIN)) {
+		port_lost(pfd.revents & POLLHUP ? "hung up for good" : "poll error");
+		return;
+	}
+	n = read(chan_fd, buf, sizeof(buf));
+	if (n == 0 || (n == -1 && errno == EINTR)) {
+		probe_arm(port_ev != NULL ? AGENT_SAFETY_MS : AGENT_PROBE_MS);
+		return;
+	}
+	if (n == -1 && errno != EAGAIN) {
+		port_lost(strerror(errno));
+		return;
+	}
+	if (port_ev != NULL)
+		event_del(port_ev);
+	evtimer_del(probe_ev);
 	if ((chan = chan_mux_new(ag.ag_base, chan_fd, CHAN_ROLE_GUEST, &chan_cb, NULL)) == NULL) {
-		probe_arm();
+		if (port_ev != NULL)
+			event_add(port_ev, NULL);
+		probe_arm(AGENT_PROBE_MS);
 		return;
 	}
 	if (n > 0)
@@ -457,9 +555,15 @@ probe(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-probe_arm(void)
+probe(evutil_socket_t fd, short what, void *arg)
 {
-	struct timeval tv = { 0, AGENT_PROBE_MS * 1000 };
+	port_check();
+}
+
+static void
+probe_arm(int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	evtimer_add(probe_ev, &tv);
 }
@@ -513,7 +617,7 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: airlock-agent [--listen SOCKET | --port DEV] [--default-user NAME]\n"
-	    "                     [--passwd FILE] [--env-file FILE]\n");
+	    "                     [--passwd FILE] [--env-file FILE] [--start-file FILE]\n");
 	exit(2);
 }
 
@@ -526,9 +630,10 @@ main(int argc, char **argv)
 		{ "default-user", required_argument, NULL, 'u' },
 		{ "passwd", required_argument, NULL, 'P' },
 		{ "env-file", required_argument, NULL, 'e' },
+		{ "start-file", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *listen_path = NULL, *env_file = AGENT_ENV_FILE;
+	const char *listen_path = NULL, *env_file = AGENT_ENV_FILE, *start_file = NULL;
 	struct event *ev, *sigs[6];
 	static const int signums[] = { SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGHUP, SIGUSR1 };
 	size_t i;
@@ -537,7 +642,7 @@ main(int argc, char **argv)
 	ag.ag_default_user = AGENT_DEFAULT_USER;
 	ag.ag_passwd = "/etc/passwd";
 	ag.ag_pid1 = getpid() == 1;
-	ag.ag_started_ns = agent_now_ns();
+	ag.ag_started_ns = monotonic_ns();
 	/* As init the kernel hands us its own argv; only parse options we own. */
 	while (!ag.ag_pid1 && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -555,6 +660,9 @@ main(int argc, char **argv)
 			break;
 		case 'e':
 			env_file = optarg;
+			break;
+		case 's':
+			start_file = optarg;
 			break;
 		default:
 			usage();
@@ -574,7 +682,11 @@ main(int argc, char **argv)
 		sigs[i] = evsignal_new(ag.ag_base, signums[i], agent_signal, NULL);
 		evsignal_add(sigs[i], NULL);
 	}
+	agent_http_start();
 	proc_init();
+	/* The template's start command (a host-run test agent: only with --start-file). */
+	if (ag.ag_pid1 || start_file != NULL)
+		start_boot(start_file != NULL ? start_file : AGENT_START_FILE);
 	probe_ev = evtimer_new(ag.ag_base, probe, NULL);
 	if (listen_path != NULL) {
 		if ((listen_fd = agent_listen(listen_path)) == -1)
@@ -582,7 +694,7 @@ main(int argc, char **argv)
 		ev = event_new(ag.ag_base, listen_fd, EV_READ | EV_PERSIST, agent_accept, NULL);
 		event_add(ev, NULL);
 	} else
-		probe(-1, 0, NULL);
+		port_check();
 	agent_say(AGENT_READY_LINE);
 	for (;;) {
 		event_base_dispatch(ag.ag_base);

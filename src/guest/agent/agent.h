@@ -3,14 +3,18 @@
  * the interfaces between its files:
  *   agent.c          PID 1 duties, the channel (virtio port or host socket)
  *   chan_*.c         channel protocol, shared with the host client
- *   agent_http.c     HTTP/1.1 server on each stream to port 49983
- *   agent_api.c      routing, auth, /health /init /metrics, users and paths
+ *   http/http_*.c    the HTTP/1.1 parser and server airlockd's API runs on,
+ *                    serving each stream to port 49983 (ag_http)
+ *   agent_api.c      the route table, auth, /health /init /metrics, users and paths
+ *   agent_init.c     POST /init: identity, clock, entropy after boot/restore
  *   agent_connect.c  Connect protocol envelopes and errors
  *   agent_proc.c     process.Process
  *   agent_fs.c       filesystem.Filesystem
  *   agent_files.c    GET/POST /files, agent_multipart.c its body parser
+ *   agent_meta.c     E2B file metadata: X-Metadata-* headers <-> user.e2b.* xattrs
  *   agent_work.c     blocking filesystem work in threads, off the loop
  *   agent_errno.c    errno -> Connect code / HTTP status / name
+ *   agent_start.c    the template's start command and its ready check
  */
 #ifndef AIRLOCK_AGENT_H
 #define AIRLOCK_AGENT_H
@@ -22,21 +26,23 @@
 #include <jansson.h>
 
 struct event_base;
-struct http_conn;
+struct http_req;
+struct http_server;
 struct http_req;
 
 #define AGENT_ENV_FILE		"/etc/airlock/env"
+#define AGENT_START_FILE	"/etc/airlock/start.json"	/* written by template_build.c */
 #define AGENT_NET_IF		"eth0"		/* virtio-net, when the sandbox has a network */
 #define AGENT_NET_ADDR		"10.0.0.2"	/* net/net_island.h NET_GUEST_ADDR */
 #define AGENT_NET_GATEWAY	"10.0.0.1"
 #define AGENT_DEFAULT_USER	"user"
-#define AGENT_ENVD_VERSION	"0.5.7"		/* what we answer like */
 #define AGENT_MAX_ENV		1024		/* sandbox env vars */
 /* In the name of an upload's temporary file, ".<name>" AGENT_UPLOAD_TMP_MARK "<random>". */
 #define AGENT_UPLOAD_TMP_MARK	".airlock-upload-"
 
 struct agent {
 	struct event_base	*ag_base;
+	struct http_server	*ag_http;	/* every stream to port 49983 */
 	int			 ag_pid1;	/* we are init: reap all, power off */
 	const char		*ag_default_user;
 	const char		*ag_passwd;	/* /etc/passwd (tests point elsewhere) */
@@ -49,7 +55,6 @@ struct agent {
 extern struct agent ag;
 
 void alog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t agent_now_ns(void);
 void agent_poweroff(const char *why);
 
 /* Users, from ag_passwd parsed by hand (no NSS: we are static). */
@@ -77,8 +82,23 @@ char *path_resolve(const char *path, const struct agent_user *u);
 int mkdir_parents(const char *path, const struct agent_user *u);
 void env_set(char ***env, size_t *nenv, const char *key, const char *value);
 
-/* Routing of one request (agent_api.c). */
-void api_route(struct http_conn *, const struct http_req *);
+/*
+ * The agent's HTTP limits. Only airlockd reaches the agent (through the
+ * channel), so these catch a stuck host, not an attacker: no write
+ * timeout (a host that stops reading holds a process stream back, as a
+ * slow client does), bodies may pause for long. Heads are capped by the
+ * shared parser (HTTP_HEAD_MAX, 16 KiB: envd clients send a few hundred
+ * bytes; the agent took 64 KiB before sharing it).
+ */
+#define AGENT_HTTP_CONNS_MAX	1024
+#define AGENT_HTTP_HEAD_MS	(60 * 1000)
+#define AGENT_HTTP_IDLE_MS	(300 * 1000)
+#define AGENT_HTTP_BODY_MS	(3600 * 1000)	/* a body's first allowance, then 1 B/s */
+
+/* Routing of one request (agent_api.c): the router of ag_http. */
+void api_route(struct http_req *, void *arg);
+/* The server's own errors (400, 413, 431, ...) in envd's {"code":N,"message":...}. */
+json_t *api_error_body(int status, const char *code, const char *message);
 
 /* Connect protocol (agent_connect.c). */
 #define CONNECT_MAX_MSG		(4 * 1024 * 1024)
@@ -89,28 +109,49 @@ void api_route(struct http_conn *, const struct http_req *);
 int connect_env_parse(const uint8_t *buf, size_t len, uint8_t *flags, const uint8_t **msg,
     size_t *msglen, const char **err);
 /* Unary answers. */
-void connect_reply(struct http_conn *, json_t *msg);	/* steals msg */
-void connect_error(struct http_conn *, const char *code, const char *fmt, ...)
+void connect_reply(struct http_req *, json_t *msg);	/* steals msg */
+void connect_error(struct http_req *, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A failed syscall: the code from errno_connect_code, "<what>: ENAME (text)", "errno". */
-void connect_error_errno(struct http_conn *, int err, const char *fmt, ...)
+void connect_error_errno(struct http_req *, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int connect_http_status(const char *code);
 /* Server streams: 200 + message envelopes + one end-stream envelope. */
-void connect_stream_start(struct http_conn *);
-void connect_stream_msg(struct http_conn *, json_t *msg);	/* steals msg */
-void connect_stream_end(struct http_conn *, const char *code, const char *msg);
+void connect_stream_start(struct http_req *);
+void connect_stream_msg(struct http_req *, json_t *msg);	/* steals msg */
+void connect_stream_end(struct http_req *, const char *code, const char *msg);
 /*
  * The request message of a unary call (JSON body) or a stream (one
  * envelope). NULL after replying with the error.
  */
-json_t *connect_request(struct http_conn *, int streaming);
+json_t *connect_request(struct http_req *, int streaming);
+/*
+ * A Connect service's methods (NULL-terminated): every request is one
+ * message, buffered (at most CONNECT_MAX_MSG) before end runs; unknown
+ * methods are "unimplemented".
+ */
+struct connect_method {
+	const char	*name;
+	void		(*end)(struct http_req *, void *);
+};
+void connect_route(struct http_req *, const char *service, const struct connect_method *table,
+    const char *method);
 /* JSON helpers: lowerCamel with snake_case accepted on input. */
 json_t *jget(json_t *obj, const char *camel, const char *snake);
 int64_t jint(json_t *v, int64_t def);	/* number or numeric string */
-char *b64_encode(const void *data, size_t len);
-/* Decode standard base64 into *out (malloc'd); -1 on bad input. */
-int b64_decode(const char *s, uint8_t **out, size_t *outlen);
+
+/*
+ * File metadata (agent_meta.c). meta_from_head: the X-Metadata-* headers
+ * of a request as {key: value} (NULL when there are none), or -1 with why.
+ * meta_fset: set them as user.e2b.* xattrs on fd. meta_read: a path's
+ * user.e2b.* xattrs, prefix stripped, or NULL when it has none.
+ */
+#define META_KEY_MAX	246	/* "user.e2b." + key within XATTR_NAME_MAX */
+#define META_TOTAL_MAX	4096	/* "user.e2b." + key + value, summed over a file */
+struct http_head;
+int meta_from_head(const struct http_head *, json_t **out, char *why, size_t whylen);
+int meta_fset(int fd, const json_t *m);
+json_t *meta_read(const char *path);
 
 void agent_sha256(const void *data, size_t len, uint8_t out[32]);
 
@@ -146,10 +187,18 @@ int work_run(work_fn *fn, work_done_fn *done, work_release_fn *release, void *ar
 
 /* Services. */
 void proc_init(void);
-void proc_route(struct http_conn *, const char *method);
+/* Route handlers: method is the Connect method after the service prefix. */
+void proc_route(struct http_req *, const char *method);
 void proc_sigchld(void);
 void proc_shutdown(int sig);
-void fs_route(struct http_conn *, const char *method);
-void files_route(struct http_conn *, const struct http_req *);
+/*
+ * /bin/sh -c cmd as u in cwd, outside the process table (agent_start.c
+ * reaps it): stdin /dev/null, stdout and stderr non-blocking pipes in *out
+ * and *err. The pid (a session leader), or -1 with why.
+ */
+pid_t proc_spawn_shell(const char *cmd, const struct agent_user *u, const char *cwd,
+    char **envp, int *out, int *err, char *why, size_t whylen);
+void fs_route(struct http_req *, const char *method);
+void files_route(struct http_req *, const char *rest);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * Request routing and the small envd endpoints: /health, /init, /metrics,
+ * Request routing and the small envd endpoints: /health, /init, /metrics, /envs,
  * plus users (parsed from /etc/passwd by hand: a static binary cannot use
  * the template's NSS modules) and envd's path rules.
  */
@@ -18,25 +18,63 @@
 
 #include <linux/random.h>
 
-#include <event2/buffer.h>
-
 #include "guest/agent/agent.h"
-#include "guest/agent/agent_http.h"
+#include "guest/agent/agent_start.h"
+#include "common/base64.h"
+#include "common/util.h"
+#include "guest/agent/agent_init.h"
+#include "guest/agent/agent_volumes.h"
+#include "http/http_server.h"
 
-#define API_MAX_ENTROPY	4096	/* bytes of host entropy per /init */
+#define API_MAX_INIT_BODY	(1024 * 1024)	/* env vars, token, entropy */
 
+/* "UID" or "UID:GID", as an image's USER may be: 0 and the ids, else -1. */
+static int
+user_numeric(const char *name, uid_t *uid, gid_t *gid, int *has_gid)
+{
+	unsigned long v;
+	char *end;
+
+	if (name[0] < '0' || name[0] > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(name, &end, 10);
+	if (errno != 0 || v > 0x7fffffffUL)
+		return -1;
+	*uid = (uid_t)v;
+	*has_gid = 0;
+	if (*end == '\0')
+		return 0;
+	if (*end != ':' || end[1] < '0' || end[1] > '9')
+		return -1;
+	v = strtoul(end + 1, &end, 10);
+	if (errno != 0 || v > 0x7fffffffUL || *end != '\0')
+		return -1;
+	*gid = (gid_t)v;
+	*has_gid = 1;
+	return 0;
+}
+
+/*
+ * A user by passwd name, or by number ("UID", "UID:GID": an OCI image's
+ * USER). A number with no passwd entry is still that uid, with home / and
+ * /bin/sh, as a container runtime runs it.
+ */
 int
 user_lookup(const char *name, struct agent_user *u)
 {
 	char line[1024], *f[7], *p;
+	uid_t uid = 0;
+	gid_t gid = 0;
+	int i, found = 0, numeric, has_gid = 0;
 	FILE *fp;
-	int i, found = 0;
 
 	if (name == NULL || *name == '\0' || strlen(name) >= sizeof(u->name))
 		return -1;
-	if ((fp = fopen(ag.ag_passwd, "re")) == NULL)
+	numeric = user_numeric(name, &uid, &gid, &has_gid) == 0;
+	if ((fp = fopen(ag.ag_passwd, "re")) == NULL && !numeric)
 		return -1;
-	while (!found && fgets(line, sizeof(line), fp) != NULL) {
+	while (fp != NULL && !found && fgets(line, sizeof(line), fp) != NULL) {
 		line[strcspn(line, "\n")] = '\0';
 		for (i = 0, p = line; i < 7; i++) {
 			f[i] = p;
@@ -46,7 +84,9 @@ user_lookup(const char *name, struct agent_user *u)
 				*p++ = '\0';
 			}
 		}
-		if (i < 7 || strcmp(f[0], name) != 0)
+		if (i < 7)
+			continue;
+		if (numeric ? strtoul(f[2], NULL, 10) != (unsigned long)uid : strcmp(f[0], name) != 0)
 			continue;
 		if (strlen(f[5]) >= sizeof(u->home) || strlen(f[6]) >= sizeof(u->shell))
 			continue;
@@ -57,7 +97,18 @@ user_lookup(const char *name, struct agent_user *u)
 		snprintf(u->shell, sizeof(u->shell), "%s", *f[6] != '\0' ? f[6] : "/bin/sh");
 		found = 1;
 	}
-	fclose(fp);
+	if (fp != NULL)
+		fclose(fp);
+	if (!found && numeric) {
+		snprintf(u->name, sizeof(u->name), "%s", name);
+		u->uid = uid;
+		u->gid = has_gid ? gid : (gid_t)uid;
+		snprintf(u->home, sizeof(u->home), "/");
+		snprintf(u->shell, sizeof(u->shell), "/bin/sh");
+		found = 1;
+	}
+	if (found && has_gid)
+		u->gid = gid;
 	return found ? 0 : -1;
 }
 
@@ -66,19 +117,19 @@ api_user(const struct http_req *req, const char *name, struct agent_user *u, con
 {
 	const char *auth = http_req_header(req, "Authorization");
 	char user[64];
-	uint8_t *dec = NULL;
+	uint8_t dec[BASE64_DECODED_MAX(sizeof(user) / 3 * 4)];
 	size_t len;
 	char *colon;
 
 	if (name == NULL && auth != NULL && strncasecmp(auth, "Basic ", 6) == 0) {
-		if (b64_decode(auth + 6, &dec, &len) == -1 || len >= sizeof(user)) {
-			free(dec);
+		auth += 6;
+		if (strlen(auth) > sizeof(user) / 3 * 4 ||
+		    base64_decode(auth, strlen(auth), dec, &len) == -1 || len >= sizeof(user)) {
 			*why = "malformed Basic authorization";
 			return -1;
 		}
 		memcpy(user, dec, len);
 		user[len] = '\0';
-		free(dec);
 		if ((colon = strchr(user, ':')) != NULL)
 			*colon = '\0';
 		name = user;
@@ -195,137 +246,23 @@ env_set(char ***env, size_t *nenv, const char *key, const char *value)
 }
 
 static void
-api_reply_error(struct http_conn *hc, int status, const char *msg)
+api_reply_error(struct http_req *req, int status, const char *msg)
 {
 	json_t *j = json_pack("{s:i, s:s}", "code", status, "message", msg);
 	char *s = json_dumps(j, JSON_COMPACT);
 
 	json_decref(j);
-	http_reply(hc, status, "application/json", s, s != NULL ? strlen(s) : 0);
+	http_reply(req, status, "application/json", s, s != NULL ? strlen(s) : 0);
 	free(s);
 }
 
-/* Parse RFC 3339 (UTC "Z" or offset) or a number of seconds/ms since the epoch. */
-static int
-api_parse_time(json_t *v, struct timespec *ts)
-{
-	struct tm tm;
-	const char *s, *p;
-	char *end;
-	double frac = 0;
-	int64_t n;
-
-	if (json_is_integer(v)) {
-		n = json_integer_value(v);
-		/* Milliseconds if it is too large to be seconds. */
-		if (n > 100000000000ll) {
-			ts->tv_sec = n / 1000;
-			ts->tv_nsec = (n % 1000) * 1000000;
-		} else {
-			ts->tv_sec = n;
-			ts->tv_nsec = 0;
-		}
-		return 0;
-	}
-	if (!json_is_string(v))
-		return -1;
-	s = json_string_value(v);
-	memset(&tm, 0, sizeof(tm));
-	if ((p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
-		return -1;
-	if (*p == '.') {
-		frac = strtod(p, &end);
-		p = end;
-	}
-	if (*p != 'Z' && *p != '\0')
-		return -1;	/* offsets other than Z: not worth the code */
-	ts->tv_sec = timegm(&tm);
-	ts->tv_nsec = (long)(frac * 1e9);
-	return 0;
-}
-
-/* POST /init: identity and fresh state after boot or restore. */
-static void
-api_init_end(struct http_conn *hc)
-{
-	struct evbuffer *body = http_body(hc);
-	json_t *j, *env, *v, *tsv;
-	const char *key;
-	struct timespec ts;
-	json_error_t jerr;
-	uint8_t *ent = NULL;
-	size_t entlen = 0;
-	struct {
-		int	entropy_count;
-		int	buf_size;
-		uint8_t	buf[API_MAX_ENTROPY];
-	} rnd;
-	int fd;
-
-	j = json_loadb((const char *)evbuffer_pullup(body, -1), evbuffer_get_length(body), 0,
-	    &jerr);
-	if (evbuffer_get_length(body) == 0)
-		j = json_object();
-	if (!json_is_object(j)) {
-		json_decref(j);
-		api_reply_error(hc, 400, "body must be a JSON object");
-		return;
-	}
-	if ((env = jget(j, "envVars", "env_vars")) != NULL && json_is_object(env)) {
-		json_object_foreach(env, key, v) {
-			if (json_is_string(v) && *key != '\0' && strchr(key, '=') == NULL)
-				env_set(&ag.ag_env, &ag.ag_nenv, key, json_string_value(v));
-		}
-	}
-	if ((v = jget(j, "accessToken", "access_token")) != NULL && json_is_string(v)) {
-		free(ag.ag_token);
-		ag.ag_token = *json_string_value(v) != '\0' ? strdup(json_string_value(v)) : NULL;
-	}
-	if ((tsv = json_object_get(j, "timestamp")) != NULL) {
-		if (api_parse_time(tsv, &ts) == -1) {
-			json_decref(j);
-			api_reply_error(hc, 400, "bad timestamp");
-			return;
-		}
-		/* Only PID 1 owns the clock; a host-run agent must not touch it. */
-		if (ag.ag_pid1 && clock_settime(CLOCK_REALTIME, &ts) == -1)
-			alog("init: clock_settime: %s", strerror(errno));
-	}
-	if ((v = json_object_get(j, "entropy")) != NULL && json_is_string(v)) {
-		if (b64_decode(json_string_value(v), &ent, &entlen) == -1 ||
-		    entlen > API_MAX_ENTROPY) {
-			free(ent);
-			json_decref(j);
-			api_reply_error(hc, 400, "bad entropy");
-			return;
-		}
-		if (ag.ag_pid1 && entlen > 0) {
-			/* Credited: clones of one snapshot must not share RNG state. */
-			rnd.entropy_count = (int)entlen * 8;
-			rnd.buf_size = (int)entlen;
-			memcpy(rnd.buf, ent, entlen);
-			if ((fd = open("/dev/random", O_WRONLY | O_CLOEXEC)) == -1 ||
-			    ioctl(fd, RNDADDENTROPY, &rnd) == -1)
-				alog("init: RNDADDENTROPY: %s", strerror(errno));
-			if (fd != -1)
-				close(fd);
-			explicit_bzero(&rnd, sizeof(rnd));
-		}
-		explicit_bzero(ent, entlen);
-		free(ent);
-	}
-	json_decref(j);
-	http_reply(hc, 204, NULL, NULL, 0);
-}
-
-static const struct http_handler api_init_handler = { .end = api_init_end };
 
 static void
-api_metrics(struct http_conn *hc)
+api_metrics(struct http_req *req, const char *rest)
 {
 	static uint64_t last_total, last_idle;
 	unsigned long long user, nice, sys, idle, iow, irq, sirq, steal;
-	unsigned long long mem_total = 0, mem_avail = 0, v;
+	unsigned long long mem_total = 0, mem_avail = 0, mem_cache = 0, v;
 	uint64_t total = 0, idle_all = 0;
 	double cpu_pct = 0;
 	struct statvfs sv;
@@ -355,86 +292,263 @@ api_metrics(struct http_conn *hc)
 				mem_total = v * 1024;
 			else if (strcmp(key, "MemAvailable") == 0)
 				mem_avail = v * 1024;
+			else if (strcmp(key, "Cached") == 0)
+				mem_cache = v * 1024;	/* page cache: E2B's memCache */
 		}
 		fclose(fp);
 	}
 	memset(&sv, 0, sizeof(sv));
 	statvfs("/", &sv);
-	j = json_pack("{s:I, s:i, s:f, s:I, s:I, s:I, s:I}",
+	j = json_pack("{s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}",
 	    "ts", (json_int_t)time(NULL), "cpu_count", (int)ncpu, "cpu_used_pct", cpu_pct,
 	    "mem_total", (json_int_t)mem_total, "mem_used", (json_int_t)(mem_total - mem_avail),
+	    "mem_cache", (json_int_t)mem_cache,
 	    "disk_used", (json_int_t)((sv.f_blocks - sv.f_bfree) * sv.f_frsize),
 	    "disk_total", (json_int_t)(sv.f_blocks * sv.f_frsize));
-	connect_reply(hc, j);
+	connect_reply(req, j);
 }
 
-/* Endpoints that need X-Access-Token once /init set one (envd auth.go). */
+/*
+ * GET /envs: the sandbox's env vars (/init's), as envd answers them; the
+ * code interpreter reads them for its kernels (e2b-delta.md §3).
+ */
+static void
+api_envs(struct http_req *req, const char *rest)
+{
+	json_t *j = json_object();
+	const char *eq;
+	char *key;
+	size_t i;
+
+	for (i = 0; i < ag.ag_nenv; i++) {
+		if ((eq = strchr(ag.ag_env[i], '=')) == NULL ||
+		    (key = strndup(ag.ag_env[i], (size_t)(eq - ag.ag_env[i]))) == NULL)
+			continue;
+		/* A value that is not UTF-8 cannot be a JSON string: left out. */
+		json_object_set_new(j, key, json_string(eq + 1));
+		free(key);
+	}
+	connect_reply(req, j);
+}
+
+static void
+api_health(struct http_req *req, const char *rest)
+{
+	http_reply(req, 204, NULL, NULL, 0);
+}
+
+static void
+api_init(struct http_req *req, const char *rest)
+{
+	http_req_buffer(req, API_MAX_INIT_BODY, init_end, NULL);
+}
+
+static void
+api_start(struct http_req *req, const char *rest)
+{
+	http_reply_json(req, 200, start_status());
+}
+
+/*
+ * POST /airlock/volumes/freeze and /airlock/volumes/thaw {"volumes": [...]}
+ * (/init's list): airlockd freezes a sandbox's read-write volumes before
+ * it deletes or suspends it, and thaws them when a suspend failed
+ * (agent_volumes.h). FIFREEZE waits for writers: in a work thread.
+ */
+#define API_MAX_VOLUMES_BODY	(64 * 1024)
+
+struct vol_job {
+	struct http_req		*req;
+	struct volumes_fz	 fz;
+};
+
+static void
+vol_job_abort(struct http_req *req, void *arg)
+{
+	struct vol_job *j = arg;
+
+	j->req = NULL;
+}
+
+static void
+vol_job_run(void *arg)
+{
+	struct vol_job *j = arg;
+
+	volumes_fz_run(&j->fz);
+}
+
+static void
+vol_job_done(void *arg, int late)
+{
+	struct vol_job *j = arg;
+
+	if (j->req == NULL)
+		return;
+	http_req_on_close(j->req, NULL, NULL);
+	if (late)
+		api_reply_error(j->req, 504, "volumes: the filesystem did not answer in time");
+	else if (j->fz.rc == -1)
+		api_reply_error(j->req, 500, j->fz.err);
+	else
+		http_reply_json(j->req, 200, json_pack("{s:i}", j->fz.thaw ? "thawed" : "frozen",
+		    j->fz.done));
+	j->req = NULL;
+}
+
+static void
+vol_job_free(void *arg)
+{
+	free(arg);
+}
+
+static void
+volumes_end(struct http_req *req, void *arg)
+{
+	size_t len;
+	const char *body = http_req_body(req, &len), *why = NULL;
+	json_t *root = json_loadb(body != NULL ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(root, "volumes");
+	struct vol_job *j;
+	char err[256];
+
+	if (!json_is_object(root) || v == NULL || volumes_parse(v, err, sizeof(err)) == -1) {
+		api_reply_error(req, 400, json_is_object(root) && v != NULL ? err :
+		    "body: must be a JSON object {\"volumes\": [...]}");
+		json_decref(root);
+		return;
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		json_decref(root);
+		api_reply_error(req, 503, "out of memory");
+		return;
+	}
+	volumes_fz_load(v, arg != NULL, &j->fz);
+	json_decref(root);
+	j->req = req;
+	http_req_on_close(req, vol_job_abort, j);
+	if (work_run(vol_job_run, vol_job_done, vol_job_free, j, AGENT_FS_DEADLINE_MS, &why) == -1) {
+		http_req_on_close(req, NULL, NULL);
+		api_reply_error(req, 503, why);
+		free(j);
+	}
+}
+
+static void
+api_volumes(struct http_req *req, const char *rest)
+{
+	static int thaw;
+
+	if (strcmp(rest, "freeze") != 0 && strcmp(rest, "thaw") != 0) {
+		api_reply_error(req, 404, "not found");
+		return;
+	}
+	http_req_buffer(req, API_MAX_VOLUMES_BODY, volumes_end, strcmp(rest, "thaw") == 0 ?
+	    &thaw : NULL);
+}
+
+static void
+api_poweroff(struct http_req *req, const char *rest)
+{
+	http_reply(req, 204, NULL, NULL, 0);
+	agent_poweroff("requested over the API");
+}
+
+/*
+ * The routes, first match wins. A path ending in '/' is a prefix: the
+ * handler gets the rest (the Connect method). R_NOAUTH routes are open
+ * without X-Access-Token once /init set one, as envd's (auth.go): /files
+ * checks the token or a signed URL itself. R_CONNECT routes answer
+ * errors in the Connect shape.
+ */
+#define R_NOAUTH	0x1
+#define R_CONNECT	0x2
+
+static const struct agent_route {
+	const char	*method;
+	const char	*path;
+	void		(*fn)(struct http_req *, const char *rest);
+	int		 flags;
+} api_routes[] = {
+	{ "GET", "/health", api_health, R_NOAUTH },
+	{ "HEAD", "/health", api_health, R_NOAUTH },
+	{ "GET", "/files", files_route, R_NOAUTH },
+	{ "POST", "/files", files_route, R_NOAUTH },
+	{ "POST", "/init", api_init, R_NOAUTH },
+	{ "GET", "/metrics", api_metrics, 0 },
+	{ "GET", "/envs", api_envs, 0 },
+	{ "POST", "/airlock/poweroff", api_poweroff, 0 },
+	{ "POST", "/airlock/volumes/", api_volumes, 0 },
+	{ "GET", "/airlock/start", api_start, 0 },
+	{ "POST", "/process.Process/", proc_route, R_CONNECT },
+	{ "POST", "/filesystem.Filesystem/", fs_route, R_CONNECT },
+	{ NULL, NULL, NULL, 0 },
+};
+
+/* The route whose path matches (its method may not); *rest gets a prefix route's tail. */
+static const struct agent_route *
+api_route_find(const char *method, const char *path, const char **rest, int *method_ok)
+{
+	const struct agent_route *r, *found = NULL;
+	size_t n;
+
+	*method_ok = 0;
+	for (r = api_routes; r->path != NULL; r++) {
+		n = strlen(r->path);
+		if (r->path[n - 1] == '/' ? strncmp(path, r->path, n) != 0 : strcmp(path, r->path) != 0)
+			continue;
+		if (found == NULL) {
+			found = r;
+			*rest = path + (r->path[n - 1] == '/' ? n : strlen(path));
+		}
+		if (strcmp(method, r->method) == 0) {
+			*method_ok = 1;
+			*rest = path + (r->path[n - 1] == '/' ? n : strlen(path));
+			return r;
+		}
+	}
+	return found;
+}
+
+/* X-Access-Token, once /init set one; compared in constant time. */
 static int
 api_authorized(const struct http_req *req)
 {
-	const char *tok;
+	const char *tok = http_req_header(req, "X-Access-Token");
 
-	if (ag.ag_token == NULL)
-		return 1;
-	if (strcmp(req->path, "/health") == 0 || strcmp(req->path, "/files") == 0 ||
-	    strcmp(req->path, "/init") == 0)
-		return 1;
-	tok = http_req_header(req, "X-Access-Token");
-	return tok != NULL && strcmp(tok, ag.ag_token) == 0;
+	return ag.ag_token == NULL || (tok != NULL && ct_streq(tok, ag.ag_token));
 }
 
 void
-api_route(struct http_conn *hc, const struct http_req *req)
+api_route(struct http_req *req, void *arg)
 {
-	const char *m = req->method, *p = req->path;
+	const char *rest = NULL;
+	const struct agent_route *r;
+	int method_ok, connect;
 
-	if (!api_authorized(req)) {
-		if (strncmp(p, "/process.Process/", 17) == 0 ||
-		    strncmp(p, "/filesystem.Filesystem/", 23) == 0)
-			connect_error(hc, "unauthenticated", "missing or wrong access token");
+	init_files_flush();	/* /init's files before anything else is served */
+	r = api_route_find(http_req_method(req), http_req_path(req), &rest, &method_ok);
+	connect = r != NULL && (r->flags & R_CONNECT);
+	if ((r == NULL || !(r->flags & R_NOAUTH)) && !api_authorized(req)) {
+		if (connect)
+			connect_error(req, "unauthenticated", "missing or wrong access token");
 		else
-			api_reply_error(hc, 401, "missing or wrong access token");
+			api_reply_error(req, 401, "missing or wrong access token");
 		return;
 	}
-	if (strcmp(p, "/health") == 0) {
-		if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-			http_reply(hc, 204, NULL, NULL, 0);
-		else
-			api_reply_error(hc, 405, "method not allowed");
-		return;
-	}
-	if (strcmp(p, "/files") == 0) {
-		files_route(hc, req);
-		return;
-	}
-	if (strncmp(p, "/process.Process/", 17) == 0) {
-		if (strcmp(m, "POST") != 0) {
-			connect_error(hc, "unimplemented", "method not allowed");
-			return;
-		}
-		proc_route(hc, p + 17);
-		return;
-	}
-	if (strncmp(p, "/filesystem.Filesystem/", 23) == 0) {
-		if (strcmp(m, "POST") != 0) {
-			connect_error(hc, "unimplemented", "method not allowed");
-			return;
-		}
-		fs_route(hc, p + 23);
-		return;
-	}
-	if (strcmp(p, "/init") == 0 && strcmp(m, "POST") == 0) {
-		http_set_handler(hc, &api_init_handler, NULL);
-		return;
-	}
-	if (strcmp(p, "/metrics") == 0 && strcmp(m, "GET") == 0) {
-		api_metrics(hc);
-		return;
-	}
-	if (strcmp(p, "/airlock/poweroff") == 0 && strcmp(m, "POST") == 0) {
-		http_reply(hc, 204, NULL, NULL, 0);
-		agent_poweroff("requested over the API");
-		return;
-	}
-	api_reply_error(hc, 404, "not found");
+	if (r == NULL)
+		api_reply_error(req, 404, "not found");
+	else if (!method_ok && connect)
+		connect_error(req, "unimplemented", "method not allowed");
+	else if (!method_ok)
+		api_reply_error(req, 405, "method not allowed");
+	else
+		r->fn(req, rest);
+}
+
+/* Protocol errors the server answers itself, in envd's REST error shape. */
+json_t *
+api_error_body(int status, const char *code, const char *message)
+{
+	return json_pack("{s:i, s:s}", "code", status, "message", message);
 }

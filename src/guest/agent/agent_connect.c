@@ -11,10 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include <event2/buffer.h>
-
 #include "guest/agent/agent.h"
-#include "guest/agent/agent_http.h"
+#include "http/http_server.h"
 
 #define CONNECT_FLAG_COMPRESSED	0x01
 #define CONNECT_FLAG_END	0x02
@@ -73,28 +71,28 @@ connect_http_status(const char *code)
 }
 
 static void
-connect_send_json(struct http_conn *hc, int status, json_t *msg)
+connect_send_json(struct http_req *req, int status, json_t *msg)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 
 	json_decref(msg);
 	if (s == NULL) {
-		http_reply(hc, 500, "application/json",
+		http_reply(req, 500, "application/json",
 		    "{\"code\":\"internal\",\"message\":\"encoding failed\"}", 48);
 		return;
 	}
-	http_reply(hc, status, "application/json", s, strlen(s));
+	http_reply(req, status, "application/json", s, strlen(s));
 	free(s);
 }
 
 void
-connect_reply(struct http_conn *hc, json_t *msg)
+connect_reply(struct http_req *req, json_t *msg)
 {
-	connect_send_json(hc, 200, msg);
+	connect_send_json(req, 200, msg);
 }
 
 void
-connect_error(struct http_conn *hc, const char *code, const char *fmt, ...)
+connect_error(struct http_req *req, const char *code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -102,12 +100,12 @@ connect_error(struct http_conn *hc, const char *code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	connect_send_json(hc, connect_http_status(code),
+	connect_send_json(req, connect_http_status(code),
 	    json_pack("{s:s, s:s}", "code", code, "message", msg));
 }
 
 void
-connect_error_errno(struct http_conn *hc, int err, const char *fmt, ...)
+connect_error_errno(struct http_req *req, int err, const char *fmt, ...)
 {
 	char what[768], msg[1024];
 	va_list ap;
@@ -116,19 +114,19 @@ connect_error_errno(struct http_conn *hc, int err, const char *fmt, ...)
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	snprintf(msg, sizeof(msg), "%s: %s (%s)", what, errno_name(err), strerror(err));
-	connect_send_json(hc, connect_http_status(errno_connect_code(err)),
+	connect_send_json(req, connect_http_status(errno_connect_code(err)),
 	    json_pack("{s:s, s:s, s:s}", "code", errno_connect_code(err), "message", msg,
 	    "errno", errno_name(err)));
 }
 
 void
-connect_stream_start(struct http_conn *hc)
+connect_stream_start(struct http_req *req)
 {
-	http_stream_start(hc, 200, "application/connect+json");
+	http_reply_start(req, 200, "application/connect+json");
 }
 
 static void
-connect_envelope(struct http_conn *hc, uint8_t flags, const char *s, size_t len)
+connect_envelope(struct http_req *req, uint8_t flags, const char *s, size_t len)
 {
 	uint8_t *buf;
 
@@ -141,30 +139,30 @@ connect_envelope(struct http_conn *hc, uint8_t flags, const char *s, size_t len)
 	buf[4] = (uint8_t)len;
 	memcpy(buf + 5, s, len);
 	/* One envelope = one chunk, so every message is flushed on its own. */
-	http_stream_write(hc, buf, len + 5);
+	http_reply_chunk(req, buf, len + 5);
 	free(buf);
 }
 
 void
-connect_stream_msg(struct http_conn *hc, json_t *msg)
+connect_stream_msg(struct http_req *req, json_t *msg)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 
 	json_decref(msg);
 	if (s == NULL)
 		return;
-	connect_envelope(hc, 0, s, strlen(s));
+	connect_envelope(req, 0, s, strlen(s));
 	free(s);
 }
 
 void
-connect_stream_end(struct http_conn *hc, const char *code, const char *msg)
+connect_stream_end(struct http_req *req, const char *code, const char *msg)
 {
 	json_t *end;
 	char *s;
 
-	if (!http_responded(hc))
-		connect_stream_start(hc);
+	if (!http_req_replied(req))
+		connect_stream_start(req);
 	if (code != NULL)
 		end = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
 		    msg != NULL ? msg : code);
@@ -173,46 +171,43 @@ connect_stream_end(struct http_conn *hc, const char *code, const char *msg)
 	s = json_dumps(end, JSON_COMPACT);
 	json_decref(end);
 	if (s != NULL) {
-		connect_envelope(hc, CONNECT_FLAG_END, s, strlen(s));
+		connect_envelope(req, CONNECT_FLAG_END, s, strlen(s));
 		free(s);
 	}
-	http_stream_end(hc);
+	http_reply_end(req);
 }
 
 json_t *
-connect_request(struct http_conn *hc, int streaming)
+connect_request(struct http_req *req, int streaming)
 {
-	const struct http_req *req = http_request(hc);
-	struct evbuffer *body = http_body(hc);
 	const char *ctype = http_req_header(req, "Content-Type"), *err = NULL;
-	const uint8_t *msg;
-	size_t len = evbuffer_get_length(body), msglen;
+	size_t len, msglen;
+	const uint8_t *body = (const uint8_t *)http_req_body(req, &len), *msg;
 	json_error_t jerr;
-	uint8_t flags, *p;
+	uint8_t flags;
 	json_t *j;
 
 	if (streaming) {
 		if (ctype == NULL || strncasecmp(ctype, "application/connect+json", 24) != 0) {
-			http_reply(hc, 415, "application/json",
+			http_reply(req, 415, "application/json",
 			    "{\"code\":\"unimplemented\",\"message\":\"content type must be application/connect+json\"}",
 			    84);
 			return NULL;
 		}
-		p = evbuffer_pullup(body, -1);
-		if (connect_env_parse(p, len, &flags, &msg, &msglen, &err) == -1) {
-			connect_stream_end(hc, "invalid_argument", err);
+		if (connect_env_parse(body, len, &flags, &msg, &msglen, &err) == -1) {
+			connect_stream_end(req, "invalid_argument", err);
 			return NULL;
 		}
 		if (flags & CONNECT_FLAG_END) {
-			connect_stream_end(hc, "invalid_argument", "request is an end-stream envelope");
+			connect_stream_end(req, "invalid_argument", "request is an end-stream envelope");
 			return NULL;
 		}
 	} else {
 		if (ctype == NULL || strncasecmp(ctype, "application/json", 16) != 0) {
-			connect_error(hc, "unimplemented", "content type must be application/json");
+			connect_error(req, "unimplemented", "content type must be application/json");
 			return NULL;
 		}
-		msg = evbuffer_pullup(body, -1);
+		msg = body;
 		msglen = len;
 	}
 	if (msglen == 0)
@@ -221,13 +216,26 @@ connect_request(struct http_conn *hc, int streaming)
 	if (j == NULL || !json_is_object(j)) {
 		json_decref(j);
 		if (streaming)
-			connect_stream_end(hc, "invalid_argument", "request is not a JSON object");
+			connect_stream_end(req, "invalid_argument", "request is not a JSON object");
 		else
-			connect_error(hc, "invalid_argument", "request is not a JSON object: %s",
+			connect_error(req, "invalid_argument", "request is not a JSON object: %s",
 			    jerr.text);
 		return NULL;
 	}
 	return j;
+}
+
+void
+connect_route(struct http_req *req, const char *service, const struct connect_method *table,
+    const char *method)
+{
+	for (; table->name != NULL; table++) {
+		if (strcmp(method, table->name) == 0) {
+			http_req_buffer(req, CONNECT_MAX_MSG + 5, table->end, NULL);
+			return;
+		}
+	}
+	connect_error(req, "unimplemented", "no method %s/%s", service, method);
 }
 
 json_t *
@@ -264,73 +272,4 @@ jint(json_t *v, int64_t def)
 			return n;
 	}
 	return def;
-}
-
-static const char b64chars[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *
-b64_encode(const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	char *out, *o;
-	size_t i;
-	uint32_t v;
-
-	if ((out = malloc((len + 2) / 3 * 4 + 1)) == NULL)
-		return NULL;
-	for (i = 0, o = out; i + 2 < len; i += 3) {
-		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = b64chars[v >> 18];
-		*o++ = b64chars[(v >> 12) & 63];
-		*o++ = b64chars[(v >> 6) & 63];
-		*o++ = b64chars[v & 63];
-	}
-	if (i < len) {
-		v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-		*o++ = b64chars[v >> 18];
-		*o++ = b64chars[(v >> 12) & 63];
-		*o++ = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	return out;
-}
-
-int
-b64_decode(const char *s, uint8_t **out, size_t *outlen)
-{
-	size_t len = strlen(s), i, n = 0;
-	uint32_t acc = 0;
-	int bits = 0, pad = 0;
-	const char *c;
-	uint8_t *o;
-
-	if ((o = malloc(len / 4 * 3 + 3)) == NULL)
-		return -1;
-	for (i = 0; i < len; i++) {
-		if (s[i] == '=') {
-			pad++;
-			continue;
-		}
-		/* Accept the URL-safe alphabet too; reject anything else. */
-		if (pad > 0 || (c = strchr(b64chars, s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i])) == NULL ||
-		    s[i] == '\0') {
-			free(o);
-			return -1;
-		}
-		acc = acc << 6 | (uint32_t)(c - b64chars);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[n++] = (uint8_t)(acc >> bits);
-		}
-	}
-	if (pad > 2) {
-		free(o);
-		return -1;
-	}
-	*out = o;
-	*outlen = n;
-	return 0;
 }

@@ -26,7 +26,8 @@
 #include <event2/event.h>
 
 #include "guest/agent/agent.h"
-#include "guest/agent/agent_http.h"
+#include "common/util.h"
+#include "http/http_server.h"
 
 #define FS_MAX_DEPTH		64
 #define FS_MAX_ENTRIES		100000	/* ListDir answer size bound */
@@ -89,18 +90,20 @@ fs_entry(const char *path)
 	struct stat lst, st;
 	struct tm tm;
 	ssize_t tl = -1;
-	json_t *j;
+	json_t *j, *meta;
 
 	if (lstat(path, &lst) == -1)
 		return NULL;
 	st = lst;
+	/*
+	 * A symlink is FILE_TYPE_SYMLINK with its target, as envd 0.6 says it
+	 * (lstat's size and mode); SDKs from 2.36 call it 'symlink', older
+	 * ones drop such entries from list as they do against E2B.
+	 */
 	if (S_ISLNK(lst.st_mode)) {
 		tl = readlink(path, target, sizeof(target) - 1);
-		/* The SDK knows FILE and DIRECTORY only: report the target's type. */
-		if (stat(path, &st) == -1)
-			st = lst;
-	}
-	if (S_ISREG(st.st_mode))
+		type = "FILE_TYPE_SYMLINK";
+	} else if (S_ISREG(st.st_mode))
 		type = "FILE_TYPE_FILE";
 	else if (S_ISDIR(st.st_mode))
 		type = "FILE_TYPE_DIRECTORY";
@@ -120,6 +123,8 @@ fs_entry(const char *path)
 		target[tl] = '\0';
 		json_object_set_new(j, "symlinkTarget", json_string(target));
 	}
+	if ((meta = meta_read(path)) != NULL)
+		json_object_set_new(j, "metadata", meta);
 	return j;
 }
 
@@ -128,11 +133,11 @@ fs_entry(const char *path)
 enum fs_op { FS_STAT, FS_MAKEDIR, FS_MOVE, FS_LISTDIR, FS_REMOVE };
 
 /*
- * One unary call. The loop fills the request half and owns fj_hc; the
+ * One unary call. The loop fills the request half and owns fj_req; the
  * worker thread reads the request and writes only the result half.
  */
 struct fs_job {
-	struct http_conn	*fj_hc;		/* NULL once the client left */
+	struct http_req	*fj_req;		/* NULL once the client left */
 	enum fs_op		 fj_op;
 	struct agent_user	 fj_user;
 	char			*fj_path;
@@ -146,7 +151,7 @@ struct fs_job {
 	char			 fj_what[PATH_MAX * 2 + 64];
 };
 
-static const struct http_handler fs_job_handler;
+static void fs_job_abort(struct http_req *req, void *arg);
 
 static void
 fs_job_fail(struct fs_job *j, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -276,8 +281,9 @@ fs_do_listdir(struct fs_job *j)
 }
 
 /*
- * rm -rf without following symlinks. The first errno wins, so a busy
- * mount point reads as EBUSY, not as the ENOTEMPTY of its parents.
+ * rm -rf without following symlinks; a missing path is no error. The
+ * first errno wins, so a busy mount point reads as EBUSY, not as the
+ * ENOTEMPTY of its parents.
  */
 static int
 fs_remove_tree(int dirfd, const char *name, int *first)
@@ -311,6 +317,9 @@ fs_remove_tree(int dirfd, const char *name, int *first)
 		goto fail;
 	return rc;
 fail:
+	/* Gone already (or never there) is removed: envd's os.RemoveAll answers success. */
+	if (errno == ENOENT)
+		return 0;
 	if (*first == 0)
 		*first = errno;
 	return -1;
@@ -353,28 +362,30 @@ fs_job_run(void *arg)
 	}
 }
 
-/* On the loop: answer the client (if it is still there). */
+/*
+ * On the loop: answer the client (if it is still there). The request is
+ * forgotten first: the answer may free it (nothing else holds it).
+ */
 static void
 fs_job_done(void *arg, int late)
 {
 	struct fs_job *j = arg;
-	struct http_conn *hc = j->fj_hc;
+	struct http_req *req = j->fj_req;
 
-	if (hc == NULL)
+	if (req == NULL)
 		return;
+	http_req_on_close(req, NULL, NULL);
+	j->fj_req = NULL;
 	if (late)
-		connect_error(hc, "deadline_exceeded", "'%s': no answer from the filesystem after "
+		connect_error(req, "deadline_exceeded", "'%s': no answer from the filesystem after "
 		    "%d ms (the operation may still complete)", j->fj_path, AGENT_FS_DEADLINE_MS);
 	else if (j->fj_reply != NULL) {
-		connect_reply(hc, j->fj_reply);
+		connect_reply(req, j->fj_reply);
 		j->fj_reply = NULL;
 	} else if (j->fj_err != 0)
-		connect_error_errno(hc, j->fj_err, "%s", j->fj_what);
+		connect_error_errno(req, j->fj_err, "%s", j->fj_what);
 	else
-		connect_error(hc, j->fj_code != NULL ? j->fj_code : "internal", "%s", j->fj_what);
-	/* Answered: the connection no longer refers to the job. */
-	http_set_handler(hc, NULL, NULL);
-	j->fj_hc = NULL;
+		connect_error(req, j->fj_code != NULL ? j->fj_code : "internal", "%s", j->fj_what);
 }
 
 static void
@@ -388,84 +399,83 @@ fs_job_free(void *arg)
 	free(j);
 }
 
+/* The client left: the thread finishes; fs_job_free releases the job. */
 static void
-fs_job_abort(struct http_conn *hc)
+fs_job_abort(struct http_req *req, void *arg)
 {
-	struct fs_job *j = http_ctx(hc);
+	struct fs_job *j = arg;
 
-	if (j != NULL)
-		j->fj_hc = NULL;	/* the thread finishes; fs_job_free releases it */
+	j->fj_req = NULL;
 }
-
-static const struct http_handler fs_job_handler = { .abort = fs_job_abort };
 
 /* Parse the request, resolve its paths for the acting user, and start the job. */
 static void
-fs_job_start(struct http_conn *hc, enum fs_op op)
+fs_job_start(struct http_req *req, enum fs_op op)
 {
 	const char *why = NULL;
 	struct fs_job *j;
-	json_t *req, *v;
+	json_t *msg, *v;
 
-	if ((req = connect_request(hc, 0)) == NULL)
+	if ((msg = connect_request(req, 0)) == NULL)
 		return;
 	if ((j = calloc(1, sizeof(*j))) == NULL) {
-		json_decref(req);
-		connect_error(hc, "resource_exhausted", "out of memory");
+		json_decref(msg);
+		connect_error(req, "resource_exhausted", "out of memory");
 		return;
 	}
 	j->fj_op = op;
-	if (api_user(http_request(hc), NULL, &j->fj_user, &why) == -1) {
-		connect_error(hc, "unauthenticated", "%s", why);
+	if (api_user(req, NULL, &j->fj_user, &why) == -1) {
+		connect_error(req, "unauthenticated", "%s", why);
 		goto fail;
 	}
-	v = jget(req, op == FS_MOVE ? "source" : "path", NULL);
+	v = jget(msg, op == FS_MOVE ? "source" : "path", NULL);
 	if (v != NULL && !json_is_string(v)) {
-		connect_error(hc, "invalid_argument", "%s must be a string",
+		connect_error(req, "invalid_argument", "%s must be a string",
 		    op == FS_MOVE ? "source" : "path");
 		goto fail;
 	}
 	if ((j->fj_path = path_resolve(v != NULL ? json_string_value(v) : "", &j->fj_user)) == NULL) {
-		connect_error(hc, "invalid_argument", "invalid path: ENAMETOOLONG (longer than %d bytes)",
+		connect_error(req, "invalid_argument", "invalid path: ENAMETOOLONG (longer than %d bytes)",
 		    PATH_MAX);
 		goto fail;
 	}
 	if (op == FS_MOVE) {
-		v = jget(req, "destination", NULL);
+		v = jget(msg, "destination", NULL);
 		if (!json_is_string(v) ||
 		    (j->fj_dst = path_resolve(json_string_value(v), &j->fj_user)) == NULL) {
-			connect_error(hc, "invalid_argument", "destination is required (a path of at "
+			connect_error(req, "invalid_argument", "destination is required (a path of at "
 			    "most %d bytes)", PATH_MAX);
 			goto fail;
 		}
 	}
 	/* envd's Remove is always recursive; airlock's API may ask for one rmdir. */
-	j->fj_recursive = !json_is_false(jget(req, "recursive", NULL));
+	j->fj_recursive = !json_is_false(jget(msg, "recursive", NULL));
 	if (op == FS_LISTDIR) {
-		int64_t depth = jint(jget(req, "depth", NULL), 1);
+		int64_t depth = jint(jget(msg, "depth", NULL), 1);
 
 		j->fj_depth = depth <= 0 ? 1 : depth > FS_MAX_DEPTH ? FS_MAX_DEPTH : (int)depth;
 	}
-	json_decref(req);
-	req = NULL;
-	j->fj_hc = hc;
-	http_set_handler(hc, &fs_job_handler, j);
+	json_decref(msg);
+	msg = NULL;
+	j->fj_req = req;
+	http_req_on_close(req, fs_job_abort, j);
 	if (work_run(fs_job_run, fs_job_done, fs_job_free, j, AGENT_FS_DEADLINE_MS, &why) == -1) {
-		http_set_handler(hc, NULL, NULL);
-		connect_error(hc, "resource_exhausted", "%s", why);
+		http_req_on_close(req, NULL, NULL);
+		j->fj_req = NULL;
+		connect_error(req, "resource_exhausted", "%s", why);
 		goto fail;
 	}
 	return;
 fail:
-	json_decref(req);
+	json_decref(msg);
 	fs_job_free(j);
 }
 
-static void fs_stat_end(struct http_conn *hc) { fs_job_start(hc, FS_STAT); }
-static void fs_makedir_end(struct http_conn *hc) { fs_job_start(hc, FS_MAKEDIR); }
-static void fs_move_end(struct http_conn *hc) { fs_job_start(hc, FS_MOVE); }
-static void fs_listdir_end(struct http_conn *hc) { fs_job_start(hc, FS_LISTDIR); }
-static void fs_remove_end(struct http_conn *hc) { fs_job_start(hc, FS_REMOVE); }
+static void fs_stat_end(struct http_req *req, void *arg) { fs_job_start(req, FS_STAT); }
+static void fs_makedir_end(struct http_req *req, void *arg) { fs_job_start(req, FS_MAKEDIR); }
+static void fs_move_end(struct http_req *req, void *arg) { fs_job_start(req, FS_MOVE); }
+static void fs_listdir_end(struct http_req *req, void *arg) { fs_job_start(req, FS_LISTDIR); }
+static void fs_remove_end(struct http_req *req, void *arg) { fs_job_start(req, FS_REMOVE); }
 
 /* ---- watches ---- */
 
@@ -474,11 +484,12 @@ struct watcher {
 	char			 w_id[40];
 	char			*w_root;
 	int			 w_recursive;
+	int			 w_entry_info;	/* includeEntry: events carry the entry */
 	int			 w_fd;		/* inotify */
 	struct event		*w_ev;
 	char			**w_dirs;	/* watch descriptor -> path */
 	int			 w_ndirs;
-	struct http_conn	*w_hc;		/* WatchDir stream, or NULL when polled */
+	struct http_req	*w_req;		/* WatchDir stream, or NULL when polled */
 	struct event		*w_keepalive;
 	struct timeval		 w_interval;
 	json_t			*w_events;	/* polled: queued FilesystemEvents */
@@ -546,13 +557,20 @@ watcher_add_dir(struct watcher *w, const char *dir, int depth)
 	closedir(d);
 }
 
+/*
+ * includeEntry (envd 0.6.3): the entry as Stat would give it, when the
+ * path can still be stat'ed (not after a remove or a rename away).
+ */
 static void
-watcher_emit(struct watcher *w, const char *name, const char *type)
+watcher_emit(struct watcher *w, const char *name, const char *full, const char *type)
 {
-	json_t *ev = json_pack("{s:s, s:s}", "name", name, "type", type);
+	json_t *ev = json_pack("{s:s, s:s}", "name", name, "type", type), *e;
 
-	if (w->w_hc != NULL) {
-		connect_stream_msg(w->w_hc, json_pack("{s:o}", "filesystem", ev));
+	if (w->w_entry_info && (e = fs_entry(full)) != NULL)
+		json_object_set_new(ev, "entry", e);
+
+	if (w->w_req != NULL) {
+		connect_stream_msg(w->w_req, json_pack("{s:o}", "filesystem", ev));
 		evtimer_add(w->w_keepalive, &w->w_interval);
 	} else if (json_array_size(w->w_events) < FS_MAX_EVENTS)
 		json_array_append_new(w->w_events, ev);
@@ -601,7 +619,7 @@ watcher_read(evutil_socket_t fd, short what, void *arg)
 		else
 			type = "EVENT_TYPE_CHMOD";
 		if (!(ie->mask & IN_CLOSE_WRITE))
-			watcher_emit(w, rel, type);
+			watcher_emit(w, rel, full, type);
 		if ((ie->mask & (IN_CREATE | IN_MOVED_TO)) && (ie->mask & IN_ISDIR) && w->w_recursive)
 			watcher_add_dir(w, full, 1);
 		free(full);
@@ -613,17 +631,17 @@ watcher_keepalive(evutil_socket_t fd, short what, void *arg)
 {
 	struct watcher *w = arg;
 
-	connect_stream_msg(w->w_hc, json_pack("{s:{}}", "keepalive"));
+	connect_stream_msg(w->w_req, json_pack("{s:{}}", "keepalive"));
 	evtimer_add(w->w_keepalive, &w->w_interval);
 }
 
 static struct watcher *
-watcher_new(struct http_conn *hc, const char *root, int recursive)
+watcher_new(struct http_req *req, const char *root, int recursive, int entry_info)
 {
 	struct watcher *w;
 
 	if (nwatchers >= FS_MAX_WATCHERS) {
-		connect_error(hc, "resource_exhausted", "too many watchers");
+		connect_error(req, "resource_exhausted", "too many watchers");
 		return NULL;
 	}
 	if ((w = calloc(1, sizeof(*w))) == NULL)
@@ -631,9 +649,10 @@ watcher_new(struct http_conn *hc, const char *root, int recursive)
 	TAILQ_INSERT_TAIL(&watchers, w, w_entry);
 	nwatchers++;
 	snprintf(w->w_id, sizeof(w->w_id), "w%u-%llu", ++watcher_seq,
-	    (unsigned long long)(agent_now_ns() % 1000000007ull));
+	    (unsigned long long)(monotonic_ns() % 1000000007ull));
 	w->w_root = strdup(root);
 	w->w_recursive = recursive;
+	w->w_entry_info = entry_info;
 	w->w_events = json_array();
 	if ((w->w_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) == -1) {
 		watcher_free(w);
@@ -647,7 +666,7 @@ watcher_new(struct http_conn *hc, const char *root, int recursive)
 
 /* Shared by WatchDir and CreateWatcher: the watched path must be a directory. */
 static struct watcher *
-fs_watch_common(struct http_conn *hc, int streaming)
+fs_watch_common(struct http_req *req, int streaming)
 {
 	struct agent_user u;
 	const char *why = NULL;
@@ -655,153 +674,143 @@ fs_watch_common(struct http_conn *hc, int streaming)
 	struct stat st;
 	struct watcher *w = NULL;
 	json_t *j;
-	int rec;
+	int rec, entry_info;
 
-	if ((j = connect_request(hc, streaming)) == NULL)
+	if ((j = connect_request(req, streaming)) == NULL)
 		return NULL;
-	if (api_user(http_request(hc), NULL, &u, &why) == -1) {
+	if (api_user(req, NULL, &u, &why) == -1) {
 		json_decref(j);
-		streaming ? connect_stream_end(hc, "unauthenticated", why) :
-		    connect_error(hc, "unauthenticated", "%s", why);
+		streaming ? connect_stream_end(req, "unauthenticated", why) :
+		    connect_error(req, "unauthenticated", "%s", why);
 		return NULL;
 	}
 	path = path_resolve(json_string_value(jget(j, "path", NULL)), &u);
 	rec = json_is_true(jget(j, "recursive", NULL));
+	entry_info = json_is_true(jget(j, "includeEntry", "include_entry"));
+	/*
+	 * allowNetworkMounts (envd 0.6.4) lets a watch cover NFS and the like;
+	 * inotify watches any local mount, and a guest has no network mounts
+	 * of airlock's making: accepted, nothing to change.
+	 */
 	json_decref(j);
 	if (path == NULL || stat(path, &st) == -1 || !S_ISDIR(st.st_mode)) {
 		if (streaming)
-			connect_stream_end(hc, path != NULL && stat(path, &st) == -1 ? "not_found" :
+			connect_stream_end(req, path != NULL && stat(path, &st) == -1 ? "not_found" :
 			    "invalid_argument", "path is not a directory");
 		else
-			connect_error(hc, path != NULL && stat(path, &st) == -1 ? "not_found" :
+			connect_error(req, path != NULL && stat(path, &st) == -1 ? "not_found" :
 			    "invalid_argument", "path is not a directory");
 		free(path);
 		return NULL;
 	}
-	if ((w = watcher_new(hc, path, rec)) == NULL && !http_responded(hc)) {
+	if ((w = watcher_new(req, path, rec, entry_info)) == NULL && !http_req_replied(req)) {
 		if (streaming)
-			connect_stream_end(hc, "internal", "cannot watch");
+			connect_stream_end(req, "internal", "cannot watch");
 		else
-			connect_error(hc, "internal", "cannot watch");
+			connect_error(req, "internal", "cannot watch");
 	}
 	free(path);
 	return w;
 }
 
+/* The WatchDir client left: the watch goes with it. */
 static void
-fs_watchdir_abort(struct http_conn *hc)
+fs_watchdir_abort(struct http_req *req, void *arg)
 {
-	struct watcher *w = http_ctx(hc);
-
-	if (w != NULL)
-		watcher_free(w);
+	watcher_free(arg);
 }
 
 static void
-fs_watchdir_end(struct http_conn *hc);
-
-static const struct http_handler fs_watch_stream = { .abort = fs_watchdir_abort };
-
-static void
-fs_watchdir_end(struct http_conn *hc)
+fs_watchdir_end(struct http_req *req, void *arg)
 {
-	const char *ka = http_req_header(http_request(hc), "Keepalive-Ping-Interval");
+	const char *ka = http_req_header(req, "Keepalive-Ping-Interval");
 	struct watcher *w;
 	long secs = 90;
 
-	if ((w = fs_watch_common(hc, 1)) == NULL)
+	if ((w = fs_watch_common(req, 1)) == NULL)
 		return;
 	if (ka != NULL && (secs = strtol(ka, NULL, 10)) <= 0)
 		secs = 90;
-	w->w_hc = hc;
+	w->w_req = req;
 	w->w_interval.tv_sec = secs > 3600 ? 3600 : secs;
 	w->w_keepalive = evtimer_new(ag.ag_base, watcher_keepalive, w);
 	evtimer_add(w->w_keepalive, &w->w_interval);
-	http_set_handler(hc, &fs_watch_stream, w);
-	connect_stream_start(hc);
-	connect_stream_msg(hc, json_pack("{s:{}}", "start"));
+	http_req_on_close(req, fs_watchdir_abort, w);
+	connect_stream_start(req);
+	connect_stream_msg(req, json_pack("{s:{}}", "start"));
 }
 
 static void
-fs_create_watcher_end(struct http_conn *hc)
+fs_create_watcher_end(struct http_req *req, void *arg)
 {
 	struct watcher *w;
 
-	if ((w = fs_watch_common(hc, 0)) != NULL)
-		connect_reply(hc, json_pack("{s:s}", "watcherId", w->w_id));
+	if ((w = fs_watch_common(req, 0)) != NULL)
+		connect_reply(req, json_pack("{s:s}", "watcherId", w->w_id));
 }
 
 static struct watcher *
-fs_watcher_lookup(struct http_conn *hc)
+fs_watcher_lookup(struct http_req *req)
 {
 	struct watcher *w;
 	json_t *j, *id;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return NULL;
 	id = jget(j, "watcherId", "watcher_id");
 	TAILQ_FOREACH(w, &watchers, w_entry) {
-		if (w->w_hc == NULL && json_is_string(id) &&
+		if (w->w_req == NULL && json_is_string(id) &&
 		    strcmp(w->w_id, json_string_value(id)) == 0)
 			break;
 	}
 	json_decref(j);
 	if (w == NULL)
-		connect_error(hc, "not_found", "watcher not found");
+		connect_error(req, "not_found", "watcher not found");
 	return w;
 }
 
 static void
-fs_get_events_end(struct http_conn *hc)
+fs_get_events_end(struct http_req *req, void *arg)
 {
 	struct watcher *w;
 	json_t *ev;
 
-	if ((w = fs_watcher_lookup(hc)) == NULL)
+	if ((w = fs_watcher_lookup(req)) == NULL)
 		return;
 	/* Pick up anything the kernel queued since the last poll. */
 	watcher_read(w->w_fd, EV_READ, w);
 	ev = w->w_events;
 	w->w_events = json_array();
-	connect_reply(hc, json_pack("{s:o}", "events", ev));
+	connect_reply(req, json_pack("{s:o}", "events", ev));
 }
 
 static void
-fs_remove_watcher_end(struct http_conn *hc)
+fs_remove_watcher_end(struct http_req *req, void *arg)
 {
 	struct watcher *w;
 
-	if ((w = fs_watcher_lookup(hc)) == NULL)
+	if ((w = fs_watcher_lookup(req)) == NULL)
 		return;
 	watcher_free(w);
-	connect_reply(hc, json_object());
+	connect_reply(req, json_object());
 }
 
-static const struct {
-	const char		*name;
-	struct http_handler	 h;
-} fs_methods[] = {
-	{ "Stat", { .end = fs_stat_end } },
-	{ "MakeDir", { .end = fs_makedir_end } },
-	{ "Move", { .end = fs_move_end } },
-	{ "ListDir", { .end = fs_listdir_end } },
-	{ "Remove", { .end = fs_remove_end } },
-	{ "WatchDir", { .end = fs_watchdir_end, .abort = fs_watchdir_abort } },
-	{ "CreateWatcher", { .end = fs_create_watcher_end } },
-	{ "GetWatcherEvents", { .end = fs_get_events_end } },
-	{ "RemoveWatcher", { .end = fs_remove_watcher_end } },
+/* Unary calls, and WatchDir, a server stream. */
+static const struct connect_method fs_methods[] = {
+	{ "Stat", fs_stat_end },
+	{ "MakeDir", fs_makedir_end },
+	{ "Move", fs_move_end },
+	{ "ListDir", fs_listdir_end },
+	{ "Remove", fs_remove_end },
+	{ "WatchDir", fs_watchdir_end },
+	{ "CreateWatcher", fs_create_watcher_end },
+	{ "GetWatcherEvents", fs_get_events_end },
+	{ "RemoveWatcher", fs_remove_watcher_end },
+	{ NULL, NULL },
 };
 
 void
-fs_route(struct http_conn *hc, const char *method)
+fs_route(struct http_req *req, const char *method)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(fs_methods) / sizeof(fs_methods[0]); i++) {
-		if (strcmp(method, fs_methods[i].name) == 0) {
-			http_set_handler(hc, &fs_methods[i].h, NULL);
-			return;
-		}
-	}
-	connect_error(hc, "unimplemented", "no method filesystem.Filesystem/%s", method);
+	connect_route(req, "filesystem.Filesystem", fs_methods, method);
 }

@@ -191,7 +191,7 @@ mp_emit(struct mp_parser *mp, size_t n)
 }
 
 int
-mp_feed(struct mp_parser *mp, struct evbuffer *in)
+mp_feed(struct mp_parser *mp, const void *data, size_t n)
 {
 	struct evbuffer_ptr pos;
 	size_t len;
@@ -199,7 +199,8 @@ mp_feed(struct mp_parser *mp, struct evbuffer *in)
 
 	if (mp->state == MP_ERROR)
 		return -1;
-	evbuffer_add_buffer(mp->buf, in);
+	if (evbuffer_add(mp->buf, data, n) == -1)
+		goto fail;
 	for (;;) {
 		len = evbuffer_get_length(mp->buf);
 		switch (mp->state) {

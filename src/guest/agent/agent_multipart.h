@@ -36,8 +36,8 @@ struct mp_parser {
 int mp_boundary(const char *ctype, char *out, size_t outlen);
 int mp_init(struct mp_parser *mp, const char *boundary, const struct mp_callbacks *cb,
     void *arg);
-/* Feed body bytes (drained from in). -1 on a parse error (mp->err) or a callback's -1. */
-int mp_feed(struct mp_parser *mp, struct evbuffer *in);
+/* Feed n body bytes. -1 on a parse error (mp->err) or a callback's -1. */
+int mp_feed(struct mp_parser *mp, const void *data, size_t n);
 /* 1 when the closing delimiter was seen. */
 int mp_done(const struct mp_parser *mp);
 void mp_free(struct mp_parser *mp);

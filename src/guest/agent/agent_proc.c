@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -29,7 +30,10 @@
 #include <event2/event.h>
 
 #include "guest/agent/agent.h"
-#include "guest/agent/agent_http.h"
+#include "guest/agent/agent_start.h"
+#include "common/base64.h"
+#include "common/util.h"
+#include "http/http_server.h"
 
 #ifndef TAILQ_FOREACH_SAFE	/* glibc's sys/queue.h lacks it */
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
@@ -39,9 +43,17 @@
 #endif
 
 #define PROC_RING_MAX		(1024 * 1024)	/* output kept per process for Connect */
+#define PROC_RING_MIN		(64 * 1024)	/* ... however many processes share the budget */
+#define PROC_OUT_MIN		(64 * 1024)	/* a subscriber's queue before its process pauses */
 #define PROC_READ_CHUNK		(32 * 1024)	/* as envd: 32 KiB pipes, 16 KiB PTY */
 #define PROC_PTY_CHUNK		(16 * 1024)
-#define PROC_MAX		1024		/* processes tracked at once */
+/*
+ * The agent's own admission (the host refuses first, at
+ * max_execs_per_sandbox; these hold against a host that does not, and
+ * count background processes the host no longer sees).
+ */
+#define PROC_MAX		256		/* processes tracked at once */
+#define PROC_SUBS_MAX		256		/* output streams (Start + Connect) at once */
 #define PROC_STDIN_MAX		(4 * 1024 * 1024)	/* queued, unwritten stdin */
 #define PROC_MAX_ARGS		4096
 #define PROC_KEEPALIVE_DEFAULT	90		/* s, without Keepalive-Ping-Interval */
@@ -54,7 +66,7 @@ struct proc;
 struct proc_sub {
 	TAILQ_ENTRY(proc_sub)	 sb_entry;
 	struct proc		*sb_proc;
-	struct http_conn	*sb_hc;
+	struct http_req	*sb_req;
 	struct event		*sb_keepalive;
 	struct timeval		 sb_interval;
 };
@@ -81,13 +93,43 @@ struct proc {
 TAILQ_HEAD(proc_list, proc);
 
 static struct proc_list procs = TAILQ_HEAD_INITIALIZER(procs);
-static unsigned nprocs;
+static unsigned nprocs, nsubs;
+/*
+ * Output memory is budgeted for the whole agent, not per process: 200
+ * processes writing `yes` with a 1 MiB ring and a 1 MiB client queue each
+ * ran a 256 MiB guest out of memory; the OOM killer spares the agent
+ * (oom_score_adj -1000), so it starved instead and stopped answering
+ * every stream and the health ping. budget = RAM/16 (4..128 MiB), shared
+ * by the rings; the client queues get the same again.
+ */
+static size_t out_budget = 16 * 1024 * 1024;
+static size_t ring_total;
 
 static void proc_check_done(struct proc *);
 
 void
 proc_init(void)
 {
+	struct sysinfo si;
+	unsigned long long ram;
+
+	if (sysinfo(&si) == 0) {
+		ram = (unsigned long long)si.totalram * si.mem_unit;
+		out_budget = (size_t)(ram / 16);
+		if (out_budget < 4 * 1024 * 1024)
+			out_budget = 4 * 1024 * 1024;
+		if (out_budget > 128 * 1024 * 1024)
+			out_budget = 128 * 1024 * 1024;
+	}
+}
+
+/* Each process's share of a budget: between min and max, smaller as more share it. */
+static size_t
+proc_share(size_t budget, unsigned n, size_t min, size_t max)
+{
+	size_t s = budget / (n > 0 ? n : 1);
+
+	return s < min ? min : s > max ? max : s;
 }
 
 static struct proc *
@@ -125,7 +167,7 @@ sub_keepalive(evutil_socket_t fd, short what, void *arg)
 {
 	struct proc_sub *sb = arg;
 
-	connect_stream_msg(sb->sb_hc, json_pack("{s:{s:{}}}", "event", "keepalive"));
+	connect_stream_msg(sb->sb_req, json_pack("{s:{s:{}}}", "event", "keepalive"));
 	evtimer_add(sb->sb_keepalive, &sb->sb_interval);
 }
 
@@ -133,20 +175,20 @@ static void
 sub_free(struct proc_sub *sb)
 {
 	TAILQ_REMOVE(&sb->sb_proc->pr_subs, sb, sb_entry);
+	nsubs--;
 	event_free(sb->sb_keepalive);
 	free(sb);
 }
 
 static void proc_resume(struct proc *);
 
+/* The client of a stream went away. */
 static void
-sub_abort(struct http_conn *hc)
+sub_abort(struct http_req *req, void *arg)
 {
-	struct proc_sub *sb = http_ctx(hc);
+	struct proc_sub *sb = arg;
 	struct proc *p;
 
-	if (sb == NULL)
-		return;
 	p = sb->sb_proc;
 	sub_free(sb);
 	/* The client went away; the process keeps running (background use). */
@@ -154,20 +196,25 @@ sub_abort(struct http_conn *hc)
 }
 
 static void
-sub_drain(struct http_conn *hc)
+sub_drain(struct http_req *req, void *arg)
 {
-	struct proc_sub *sb = http_ctx(hc);
+	struct proc_sub *sb = arg;
 
-	if (sb != NULL)
-		proc_resume(sb->sb_proc);
+	proc_resume(sb->sb_proc);
 }
 
-static const struct http_handler sub_handler = { .abort = sub_abort, .drain = sub_drain };
+/* The stream no longer refers to sb (it ends, or sb goes). */
+static void
+sub_detach(struct proc_sub *sb)
+{
+	http_req_on_close(sb->sb_req, NULL, NULL);
+	http_req_on_drain(sb->sb_req, NULL, NULL);
+}
 
 static struct proc_sub *
-sub_new(struct proc *p, struct http_conn *hc)
+sub_new(struct proc *p, struct http_req *req)
 {
-	const char *ka = http_req_header(http_request(hc), "Keepalive-Ping-Interval");
+	const char *ka = http_req_header(req, "Keepalive-Ping-Interval");
 	struct proc_sub *sb;
 	long secs = PROC_KEEPALIVE_DEFAULT;
 
@@ -178,19 +225,21 @@ sub_new(struct proc *p, struct http_conn *hc)
 	if (secs > 3600)
 		secs = 3600;
 	sb->sb_proc = p;
-	sb->sb_hc = hc;
+	sb->sb_req = req;
 	sb->sb_interval.tv_sec = secs;
 	sb->sb_keepalive = evtimer_new(ag.ag_base, sub_keepalive, sb);
 	evtimer_add(sb->sb_keepalive, &sb->sb_interval);
 	TAILQ_INSERT_TAIL(&p->pr_subs, sb, sb_entry);
-	http_set_handler(hc, &sub_handler, sb);
+	nsubs++;
+	http_req_on_close(req, sub_abort, sb);
+	http_req_on_drain(req, sub_drain, sb);
 	return sb;
 }
 
 static json_t *
 proc_data_event(int kind, const uint8_t *data, size_t len)
 {
-	char *b = b64_encode(data, len);
+	char *b = base64_encode_alloc(data, len);
 	const char *key = kind == OUT_STDOUT ? "stdout" : kind == OUT_STDERR ? "stderr" : "pty";
 	json_t *j = json_pack("{s:{s:{s:s}}}", "event", "data", key, b != NULL ? b : "");
 
@@ -201,16 +250,33 @@ proc_data_event(int kind, const uint8_t *data, size_t len)
 static void
 sub_send(struct proc_sub *sb, json_t *ev)
 {
-	connect_stream_msg(sb->sb_hc, ev);
+	connect_stream_msg(sb->sb_req, ev);
 	/* Keepalives only fill silence: restart the timer after real data. */
 	evtimer_add(sb->sb_keepalive, &sb->sb_interval);
+}
+
+/* Drop p's oldest records until its ring holds at most max bytes. */
+static void
+ring_trim(struct proc *p, size_t max)
+{
+	uint8_t old[5];
+	uint32_t olen;
+	size_t before;
+
+	while ((before = evbuffer_get_length(p->pr_ring)) > max) {
+		evbuffer_copyout(p->pr_ring, old, 5);
+		olen = (uint32_t)old[1] << 24 | (uint32_t)old[2] << 16 | (uint32_t)old[3] << 8 | old[4];
+		evbuffer_drain(p->pr_ring, 5 + olen);
+		ring_total -= before - evbuffer_get_length(p->pr_ring);
+	}
 }
 
 static void
 ring_add(struct proc *p, int kind, const uint8_t *data, size_t len)
 {
-	uint8_t hdr[5], old[5];
-	uint32_t olen;
+	uint8_t hdr[5];
+	size_t share = proc_share(out_budget, nprocs, PROC_RING_MIN, PROC_RING_MAX);
+	struct proc *q;
 
 	hdr[0] = (uint8_t)kind;
 	hdr[1] = (uint8_t)(len >> 24);
@@ -219,11 +285,12 @@ ring_add(struct proc *p, int kind, const uint8_t *data, size_t len)
 	hdr[4] = (uint8_t)len;
 	evbuffer_add(p->pr_ring, hdr, 5);
 	evbuffer_add(p->pr_ring, data, len);
-	while (evbuffer_get_length(p->pr_ring) > PROC_RING_MAX) {
-		evbuffer_copyout(p->pr_ring, old, 5);
-		olen = (uint32_t)old[1] << 24 | (uint32_t)old[2] << 16 | (uint32_t)old[3] << 8 | old[4];
-		evbuffer_drain(p->pr_ring, 5 + olen);
-	}
+	ring_total += 5 + len;
+	ring_trim(p, share);
+	/* Rings filled while fewer processes shared the budget give back the excess. */
+	if (ring_total > out_budget)
+		TAILQ_FOREACH(q, &procs, pr_entry)
+			ring_trim(q, share);
 }
 
 static void
@@ -247,14 +314,20 @@ ring_replay(struct proc *p, struct proc_sub *sb)
 	evbuffer_free(copy);
 }
 
-/* Stop reading output while a client cannot keep up; resume when it drains. */
+/*
+ * Stop reading output while a client cannot keep up; resume when it
+ * drains. The queue a client may hold shrinks as more clients share the
+ * budget (the drain callback fires once the output is written out, so a
+ * smaller threshold is still seen).
+ */
 static int
 proc_congested(struct proc *p)
 {
+	size_t high = proc_share(out_budget, nsubs, PROC_OUT_MIN, HTTP_OUTPUT_HIGH_WATER);
 	struct proc_sub *sb;
 
 	TAILQ_FOREACH(sb, &p->pr_subs, sb_entry) {
-		if (http_out_len(sb->sb_hc) > HTTP_OUT_HIGH)
+		if (http_req_output_pending(sb->sb_req) > high)
 			return 1;
 	}
 	return 0;
@@ -375,7 +448,7 @@ proc_free(struct proc *p)
 	struct proc_sub *sb;
 
 	while ((sb = TAILQ_FIRST(&p->pr_subs)) != NULL) {
-		http_set_handler(sb->sb_hc, NULL, NULL);
+		sub_detach(sb);
 		sub_free(sb);
 	}
 	TAILQ_REMOVE(&procs, p, pr_entry);
@@ -392,6 +465,7 @@ proc_free(struct proc *p)
 	if (p->pr_timeout != NULL)
 		event_free(p->pr_timeout);
 	evbuffer_free(p->pr_inbuf);
+	ring_total -= evbuffer_get_length(p->pr_ring);
 	evbuffer_free(p->pr_ring);
 	json_decref(p->pr_config);
 	free(p->pr_tag);
@@ -422,12 +496,12 @@ proc_check_done(struct proc *p)
 		    "status", status, "error", status);
 	}
 	TAILQ_FOREACH_SAFE(sb, &p->pr_subs, sb_entry, next) {
-		struct http_conn *hc = sb->sb_hc;
+		struct http_req *req = sb->sb_req;
 
-		connect_stream_msg(hc, json_pack("{s:{s:O}}", "event", "end", end));
-		http_set_handler(hc, NULL, NULL);
+		connect_stream_msg(req, json_pack("{s:{s:O}}", "event", "end", end));
+		sub_detach(sb);
 		sub_free(sb);
-		connect_stream_end(hc, NULL, NULL);
+		connect_stream_end(req, NULL, NULL);
 	}
 	json_decref(end);
 	proc_free(p);
@@ -441,8 +515,11 @@ proc_sigchld(void)
 	int st;
 
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		if ((p = proc_find(pid)) == NULL)
-			continue;	/* an orphan we inherited as PID 1 */
+		if ((p = proc_find(pid)) == NULL) {
+			/* The start command or its ready check, else an orphan we inherited as PID 1. */
+			(void)start_reaped(pid, st);
+			continue;
+		}
 		p->pr_reaped = 1;
 		p->pr_status = st;
 		proc_check_done(p);
@@ -675,6 +752,27 @@ sysfail:
 	return -1;
 }
 
+pid_t
+proc_spawn_shell(const char *cmd, const struct agent_user *u, const char *cwd, char **envp,
+    int *out, int *err, char *why, size_t whylen)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+	struct agent_user uc = *u;
+	struct spawn sp = { .cmd = "/bin/sh", .argv = argv, .envp = envp, .cwd = cwd,
+	    .user = &uc };
+	struct proc p;
+
+	memset(&p, 0, sizeof(p));
+	p.pr_in = p.pr_out = p.pr_err = -1;
+	if (proc_spawn(&p, &sp, why, whylen) == -1)
+		return -1;
+	evutil_make_socket_nonblocking(p.pr_out);
+	evutil_make_socket_nonblocking(p.pr_err);
+	*out = p.pr_out;
+	*err = p.pr_err;
+	return p.pr_pid;
+}
+
 static void
 proc_start_events(struct proc *p)
 {
@@ -694,9 +792,8 @@ proc_start_events(struct proc *p)
 }
 
 static void
-proc_start_end(struct http_conn *hc)
+proc_start_end(struct http_req *req, void *arg)
 {
-	const struct http_req *req = http_request(hc);
 	json_t *j, *pj, *args, *envs, *v, *pty, *size, *tag;
 	struct agent_user u;
 	struct spawn sp;
@@ -707,35 +804,35 @@ proc_start_end(struct http_conn *hc)
 	struct stat st;
 	long long ms;
 
-	if ((j = connect_request(hc, 1)) == NULL)
+	if ((j = connect_request(req, 1)) == NULL)
 		return;
 	memset(&sp, 0, sizeof(sp));
 	pj = jget(j, "process", NULL);
 	v = jget(pj, "cmd", NULL);
 	if (!json_is_string(v) || *json_string_value(v) == '\0') {
-		connect_stream_end(hc, "invalid_argument", "process.cmd is required");
+		connect_stream_end(req, "invalid_argument", "process.cmd is required");
 		goto out;
 	}
 	sp.cmd = json_string_value(v);
 	if (api_user(req, NULL, &u, &why) == -1) {
-		connect_stream_end(hc, "unauthenticated", why);
+		connect_stream_end(req, "unauthenticated", why);
 		goto out;
 	}
 	sp.user = &u;
 	args = jget(pj, "args", NULL);
 	nargs = json_is_array(args) ? json_array_size(args) : 0;
 	if (nargs > PROC_MAX_ARGS) {
-		connect_stream_end(hc, "invalid_argument", "too many arguments");
+		connect_stream_end(req, "invalid_argument", "too many arguments");
 		goto out;
 	}
 	if ((argv = calloc(nargs + 2, sizeof(*argv))) == NULL) {
-		connect_stream_end(hc, "resource_exhausted", "out of memory");
+		connect_stream_end(req, "resource_exhausted", "out of memory");
 		goto out;
 	}
 	argv[0] = (char *)sp.cmd;
 	for (i = 0; i < nargs; i++) {
 		if (!json_is_string(json_array_get(args, i))) {
-			connect_stream_end(hc, "invalid_argument", "process.args must be strings");
+			connect_stream_end(req, "invalid_argument", "process.args must be strings");
 			goto out;
 		}
 		argv[i + 1] = (char *)json_string_value(json_array_get(args, i));
@@ -763,7 +860,7 @@ proc_start_end(struct http_conn *hc)
 	v = jget(pj, "cwd", NULL);
 	if ((cwd = path_resolve(json_is_string(v) ? json_string_value(v) : "", &u)) == NULL ||
 	    stat(cwd, &st) == -1 || !S_ISDIR(st.st_mode)) {
-		connect_stream_end(hc, "invalid_argument", "cwd does not exist or is not a directory");
+		connect_stream_end(req, "invalid_argument", "cwd does not exist or is not a directory");
 		goto out;
 	}
 	sp.argv = argv;
@@ -776,23 +873,26 @@ proc_start_end(struct http_conn *hc)
 		sp.cols = (int)jint(jget(size, "cols", NULL), 80);
 		sp.rows = (int)jint(jget(size, "rows", NULL), 24);
 		if (sp.cols <= 0 || sp.cols > 10000 || sp.rows <= 0 || sp.rows > 10000) {
-			connect_stream_end(hc, "invalid_argument", "bad pty size");
+			connect_stream_end(req, "invalid_argument", "bad pty size");
 			goto out;
 		}
 	}
-	if (nprocs >= PROC_MAX) {
-		connect_stream_end(hc, "resource_exhausted", "too many processes");
+	if (nprocs >= PROC_MAX || nsubs >= PROC_SUBS_MAX) {
+		snprintf(err, sizeof(err), "too many %s: the agent tracks %u (its limit is %d)",
+		    nprocs >= PROC_MAX ? "processes" : "output streams",
+		    nprocs >= PROC_MAX ? nprocs : nsubs, nprocs >= PROC_MAX ? PROC_MAX : PROC_SUBS_MAX);
+		connect_stream_end(req, "resource_exhausted", err);
 		goto out;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		connect_stream_end(hc, "internal", "out of memory");
+		connect_stream_end(req, "internal", "out of memory");
 		goto out;
 	}
 	p->pr_in = p->pr_out = p->pr_err = -1;
 	TAILQ_INIT(&p->pr_subs);
 	if (proc_spawn(p, &sp, err, sizeof(err)) == -1) {
 		free(p);
-		connect_stream_end(hc, "internal", err);
+		connect_stream_end(req, "internal", err);
 		goto out;
 	}
 	p->pr_inbuf = evbuffer_new();
@@ -804,9 +904,9 @@ proc_start_end(struct http_conn *hc)
 	TAILQ_INSERT_TAIL(&procs, p, pr_entry);
 	nprocs++;
 	/* The start event goes first and alone, so the SDK learns the pid at once. */
-	connect_stream_start(hc);
-	connect_stream_msg(hc, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)p->pr_pid));
-	sub_new(p, hc);
+	connect_stream_start(req);
+	connect_stream_msg(req, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)p->pr_pid));
+	sub_new(p, req);
 	tmo = http_req_header(req, "Connect-Timeout-Ms");
 	if (tmo != NULL && (ms = strtoll(tmo, NULL, 10)) > 0) {
 		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
@@ -827,33 +927,41 @@ out:
 }
 
 static void
-proc_connect_end(struct http_conn *hc)
+proc_connect_end(struct http_req *req, void *arg)
 {
 	json_t *j;
 	struct proc *p;
 	struct proc_sub *sb;
 
-	if ((j = connect_request(hc, 1)) == NULL)
+	if ((j = connect_request(req, 1)) == NULL)
 		return;
 	p = proc_select(jget(j, "process", NULL));
 	json_decref(j);
 	if (p == NULL) {
-		connect_stream_end(hc, "not_found", "process not found");
+		connect_stream_end(req, "not_found", "process not found");
 		return;
 	}
-	connect_stream_start(hc);
-	connect_stream_msg(hc, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)p->pr_pid));
-	if ((sb = sub_new(p, hc)) != NULL)
+	if (nsubs >= PROC_SUBS_MAX) {
+		char err[128];
+
+		snprintf(err, sizeof(err), "too many output streams: the agent serves %u (its "
+		    "limit is %d)", nsubs, PROC_SUBS_MAX);
+		connect_stream_end(req, "resource_exhausted", err);
+		return;
+	}
+	connect_stream_start(req);
+	connect_stream_msg(req, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)p->pr_pid));
+	if ((sb = sub_new(p, req)) != NULL)
 		ring_replay(p, sb);
 }
 
 static void
-proc_list_end(struct http_conn *hc)
+proc_list_end(struct http_req *req, void *arg)
 {
 	json_t *j, *arr;
 	struct proc *p;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return;
 	json_decref(j);
 	arr = json_array();
@@ -864,59 +972,59 @@ proc_list_end(struct http_conn *hc)
 			json_object_set_new(e, "tag", json_string(p->pr_tag));
 		json_array_append_new(arr, e);
 	}
-	connect_reply(hc, json_pack("{s:o}", "processes", arr));
+	connect_reply(req, json_pack("{s:o}", "processes", arr));
 }
 
 static void
-proc_input_end(struct http_conn *hc)
+proc_input_end(struct http_req *req, void *arg)
 {
 	json_t *j, *in, *v;
 	struct proc *p;
 	uint8_t *data = NULL;
 	size_t len = 0;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return;
 	if ((p = proc_select(jget(j, "process", NULL))) == NULL) {
-		connect_error(hc, "not_found", "process not found");
+		connect_error(req, "not_found", "process not found");
 		goto out;
 	}
 	in = jget(j, "input", NULL);
 	v = jget(in, "stdin", NULL);
 	if (v == NULL)
 		v = jget(in, "pty", NULL);
-	if (!json_is_string(v) || b64_decode(json_string_value(v), &data, &len) == -1) {
-		connect_error(hc, "invalid_argument", "input.stdin or input.pty must be base64");
+	if (!json_is_string(v) || base64_decode_alloc(json_string_value(v), json_string_length(v), &data, &len) == -1) {
+		connect_error(req, "invalid_argument", "input.stdin or input.pty must be base64");
 		goto out;
 	}
 	if (p->pr_in == -1) {
-		connect_error(hc, "failed_precondition", "stdin is not open for this process");
+		connect_error(req, "failed_precondition", "stdin is not open for this process");
 		goto out;
 	}
 	if (evbuffer_get_length(p->pr_inbuf) + len > PROC_STDIN_MAX) {
-		connect_error(hc, "resource_exhausted", "too much unread stdin");
+		connect_error(req, "resource_exhausted", "too much unread stdin");
 		goto out;
 	}
 	evbuffer_add(p->pr_inbuf, data, len);
 	event_add(p->pr_ev_in, NULL);
-	connect_reply(hc, json_object());
+	connect_reply(req, json_object());
 out:
 	free(data);
 	json_decref(j);
 }
 
 static void
-proc_close_stdin_end(struct http_conn *hc)
+proc_close_stdin_end(struct http_req *req, void *arg)
 {
 	json_t *j;
 	struct proc *p;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return;
 	p = proc_select(jget(j, "process", NULL));
 	json_decref(j);
 	if (p == NULL) {
-		connect_error(hc, "not_found", "process not found");
+		connect_error(req, "not_found", "process not found");
 		return;
 	}
 	if (p->pr_pty) {
@@ -928,17 +1036,17 @@ proc_close_stdin_end(struct http_conn *hc)
 		if (evbuffer_get_length(p->pr_inbuf) == 0)
 			proc_close_stdin(p);
 	}
-	connect_reply(hc, json_object());
+	connect_reply(req, json_object());
 }
 
 static void
-proc_signal_end(struct http_conn *hc)
+proc_signal_end(struct http_req *req, void *arg)
 {
 	json_t *j, *v;
 	struct proc *p;
 	int sig = 0;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return;
 	v = jget(j, "signal", NULL);
 	/* E2B sends KILL and TERM; airlock's API (Ctrl-C, hangup) adds INT and HUP. */
@@ -956,40 +1064,40 @@ proc_signal_end(struct http_conn *hc)
 		sig = (int)jint(v, 0);
 	if (sig == 0) {
 		json_decref(j);
-		connect_error(hc, "invalid_argument",
+		connect_error(req, "invalid_argument",
 		    "signal must be SIGNAL_SIGKILL, SIGNAL_SIGTERM, SIGNAL_SIGINT or SIGNAL_SIGHUP");
 		return;
 	}
 	p = proc_select(jget(j, "process", NULL));
 	json_decref(j);
 	if (p == NULL || p->pr_reaped) {
-		connect_error(hc, "not_found", "process not found");
+		connect_error(req, "not_found", "process not found");
 		return;
 	}
 	/* The whole group: `bash -c` children must not outlive a kill. */
 	kill(-p->pr_pid, sig);
 	kill(p->pr_pid, sig);
-	connect_reply(hc, json_object());
+	connect_reply(req, json_object());
 }
 
 static void
-proc_update_end(struct http_conn *hc)
+proc_update_end(struct http_req *req, void *arg)
 {
 	json_t *j, *size;
 	struct proc *p;
 	struct winsize ws;
 
-	if ((j = connect_request(hc, 0)) == NULL)
+	if ((j = connect_request(req, 0)) == NULL)
 		return;
 	if ((p = proc_select(jget(j, "process", NULL))) == NULL) {
 		json_decref(j);
-		connect_error(hc, "not_found", "process not found");
+		connect_error(req, "not_found", "process not found");
 		return;
 	}
 	size = jget(jget(j, "pty", NULL), "size", NULL);
 	if (!p->pr_pty || size == NULL) {
 		json_decref(j);
-		connect_error(hc, "invalid_argument", "only a PTY process can be resized");
+		connect_error(req, "invalid_argument", "only a PTY process can be resized");
 		return;
 	}
 	memset(&ws, 0, sizeof(ws));
@@ -997,39 +1105,29 @@ proc_update_end(struct http_conn *hc)
 	ws.ws_row = (unsigned short)jint(jget(size, "rows", NULL), 24);
 	json_decref(j);
 	if (ioctl(p->pr_out, TIOCSWINSZ, &ws) == -1) {
-		connect_error(hc, "internal", "resize: %s", strerror(errno));
+		connect_error(req, "internal", "resize: %s", strerror(errno));
 		return;
 	}
-	connect_reply(hc, json_object());
+	connect_reply(req, json_object());
 }
 
-static const struct http_handler proc_handlers[] = {
-	{ .end = proc_start_end, .abort = sub_abort, .drain = sub_drain },
-	{ .end = proc_connect_end, .abort = sub_abort, .drain = sub_drain },
-	{ .end = proc_list_end },
-	{ .end = proc_input_end },
-	{ .end = proc_close_stdin_end },
-	{ .end = proc_signal_end },
-	{ .end = proc_update_end },
-};
-static const char *const proc_methods[] = {
-	"Start", "Connect", "List", "SendInput", "CloseStdin", "SendSignal", "Update",
+/* Start and Connect answer with a stream, the others with one message. */
+static const struct connect_method proc_methods[] = {
+	{ "Start", proc_start_end },
+	{ "Connect", proc_connect_end },
+	{ "List", proc_list_end },
+	{ "SendInput", proc_input_end },
+	{ "CloseStdin", proc_close_stdin_end },
+	{ "SendSignal", proc_signal_end },
+	{ "Update", proc_update_end },
+	{ NULL, NULL },
 };
 
 void
-proc_route(struct http_conn *hc, const char *method)
+proc_route(struct http_req *req, const char *method)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(proc_methods) / sizeof(proc_methods[0]); i++) {
-		if (strcmp(method, proc_methods[i]) == 0) {
-			http_set_handler(hc, &proc_handlers[i], NULL);
-			return;
-		}
-	}
-	if (strcmp(method, "StreamInput") == 0) {
-		connect_error(hc, "unimplemented", "client streaming is not supported");
-		return;
-	}
-	connect_error(hc, "unimplemented", "no method process.Process/%s", method);
+	if (strcmp(method, "StreamInput") == 0)
+		connect_error(req, "unimplemented", "client streaming is not supported");
+	else
+		connect_route(req, "process.Process", proc_methods, method);
 }
