@@ -90,12 +90,32 @@ stream_free(struct api_stream *st)
 	free(st);
 }
 
+/*
+ * Without this a client that reads slowly (or not at all) made airlockd
+ * hold everything the process wrote: 12 MB/s of `yes` per such stream.
+ */
 static void
 stream_msg(json_t *msg, void *arg)
 {
 	struct api_stream *st = arg;
 
 	st->on_msg(st, msg);
+	if (!st->held && st->req != NULL &&
+	    http_req_output_pending(st->call->req) > HTTP_OUTPUT_HIGH_WATER) {
+		st->held = 1;
+		envd_req_pause(st->req, 1);
+	}
+}
+
+static void
+stream_drained(struct http_req *req, void *arg)
+{
+	struct api_stream *st = arg;
+
+	if (st->held && st->req != NULL) {
+		st->held = 0;
+		envd_req_pause(st->req, 0);
+	}
 }
 
 static void
@@ -184,8 +204,10 @@ api_stream_start(struct api_call *c, struct sandbox *sb, const char *method, jso
 		stream_free(st);
 		return -1;
 	}
+	envd_req_pace(st->req, sb_stream_budget(sb));
 	http_sse_start(c->req);
 	http_req_on_close(c->req, stream_client_gone, st);
+	http_req_on_drain(c->req, stream_drained, st);
 	return 0;
 }
 

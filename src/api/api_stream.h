@@ -40,7 +40,11 @@ void api_agent_unary(struct api_call *c, struct sandbox *sb, const char *user,
  * An SSE response fed by a Connect server stream from the agent: on_msg
  * turns each agent message into SSE events; the stream's end closes the
  * response (with an "error" event first when it failed). A client that
- * leaves cancels the stream, never the work in the guest.
+ * leaves cancels the stream, never the work in the guest. The stream
+ * reads no faster than its client takes the events (nothing held beyond
+ * HTTP_OUTPUT_HIGH_WATER) and than the sandbox's stream budget allows
+ * (stream_rate_per_sandbox); either way the agent holds the process
+ * writing the output.
  */
 struct api_stream;
 typedef void (*api_stream_msg_fn)(struct api_stream *st, json_t *msg);
@@ -50,6 +54,7 @@ struct api_stream {
 	struct envd_req		*req;
 	api_stream_msg_fn	 on_msg;
 	int			 flags;		/* API_STREAM_EXEC, the rest for on_msg */
+	int			 held;		/* the client's output is full: reading paused */
 };
 #define API_STREAM_EXEC	0x100	/* starts a process: counts against max_execs_per_sandbox */
 /*

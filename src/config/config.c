@@ -99,6 +99,8 @@ static const struct cfg_entry cfg_table[] = {
 	  OFF(max_execs_per_sandbox), 1, 1024 },
 	{ "max_streams_per_sandbox", "AIRLOCK_MAX_STREAMS_PER_SANDBOX", CFG_INT,
 	  OFF(max_streams_per_sandbox), 1, 1024 },
+	{ "stream_rate_per_sandbox", "AIRLOCK_STREAM_RATE_PER_SANDBOX", CFG_INT,
+	  OFF(stream_rate_per_sandbox), 0, 1L << 22 },
 	{ "cpu_weight", "AIRLOCK_CPU_WEIGHT", CFG_INT, OFF(cpu_weight), 1, 10000 },
 	{ "cpu_limit_pct", "AIRLOCK_CPU_LIMIT_PCT", CFG_INT, OFF(cpu_limit_pct), 1, 100 },
 };
@@ -211,6 +213,7 @@ config_defaults(struct config *c)
 	c->api_rate_per_key = 200;
 	c->api_burst_per_key = 1000;
 	c->max_streams_per_sandbox = 64;
+	c->stream_rate_per_sandbox = 2048;
 	c->cpu_weight = 100;
 	c->cpu_limit_pct = 100;
 	c->pool_spares = 1;

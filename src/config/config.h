@@ -133,6 +133,11 @@ struct config {
 	int		 api_burst_per_key;
 	int		 max_streams_per_sandbox;
 	/*
+	 * KiB per second of process output a sandbox's API streams carry
+	 * together (exec, reattach; api_stream.c); 0: no limit.
+	 */
+	int		 stream_rate_per_sandbox;
+	/*
 	 * CPU per sandbox (vm_cgroup.h): the cgroup weight every sandbox gets
 	 * (v2 units, 100 = the kernel's default) and the cap, in percent of
 	 * one host core per vCPU.

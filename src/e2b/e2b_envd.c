@@ -351,6 +351,9 @@ proxy_start(struct proxy *p)
 		free(cause);
 		return -1;
 	}
+	/* Process output shares the sandbox's stream budget with the REST API's. */
+	if (p->port == E2B_ENVD_PORT && strncmp(h->target, "/process.Process/", 17) == 0)
+		envd_req_pace(p->er, sb_stream_budget(p->sb));
 	/* Streams (process output, watches) keep the sandbox from looking idle. */
 	sb_stream_begin(p->sb);
 	p->streaming = 1;

@@ -38,6 +38,7 @@
 #include <event2/bufferevent.h>
 #include <openssl/ssl.h>
 
+#include "common/tbucket.h"
 #include "gateway/shared/gw_policy.h"
 
 #define GW_LISTEN_PORT		15001	/* TCP listener in every island (nft redirect target) */
@@ -64,14 +65,6 @@ struct gw_counters {
 	uint64_t	 requests_denied;
 	uint64_t	 bytes_up;		/* guest → upstream */
 	uint64_t	 bytes_down;		/* upstream → guest */
-};
-
-/* Token bucket (requests/s), refilled lazily from the monotonic clock. */
-struct gw_bucket {
-	double		 rate;		/* tokens per second; 0 = unlimited */
-	double		 burst;
-	double		 tokens;
-	uint64_t	 last_ms;
 };
 
 /*
@@ -101,8 +94,8 @@ struct gw_sandbox {
 	struct gw_dns			*dns;		/* gw_dns.c: its rate bucket and pending lookups */
 
 	struct gw_pins			*pins;		/* names this sandbox resolved (gw_resolve.h) */
-	struct gw_bucket		 req_bucket;	/* policy->rate.rps */
-	struct gw_bucket		 accept_bucket;	/* new connections (GW_ACCEPT_RATE) */
+	struct tbucket		 req_bucket;	/* policy->rate.rps */
+	struct tbucket		 accept_bucket;	/* new connections (GW_ACCEPT_RATE) */
 	uint64_t			 deny_count[GW_DENY_NCLASS];	/* in the open window */
 	uint64_t			 deny_since_ms;	/* window opened (first refusal) */
 	struct event			*deny_ev;	/* closes the window: writes the summaries */
@@ -183,8 +176,6 @@ void gw_sandbox_deny(struct gw_sandbox *, enum gw_deny_class);
 /* Write the open window's summaries now (detach, tests). */
 void gw_sandbox_deny_flush(struct gw_sandbox *);
 /* Take one token; 1 if allowed, 0 if the bucket is empty. */
-int gw_bucket_take(struct gw_bucket *, double n);
-void gw_bucket_init(struct gw_bucket *, double rate, double burst);
 
 /* Entry points of the two data paths, called by gw_sandbox.c. */
 void gw_dns_readable(struct gw_sandbox *);		/* gw_dns.c */

@@ -68,7 +68,7 @@ struct gw_dns_query {
 
 struct gw_dns {
 	struct gw_sandbox		*sb;
-	struct gw_bucket		 bucket;
+	struct tbucket		 bucket;
 	TAILQ_HEAD(, gw_dns_query)	 pending;
 	size_t				 npending;
 };
@@ -90,7 +90,7 @@ gw_dns_state(struct gw_sandbox *sb)
 		d = xcalloc(1, sizeof *d);
 		d->sb = sb;
 		TAILQ_INIT(&d->pending);
-		gw_bucket_init(&d->bucket, GW_DNS_RATE, GW_DNS_BURST);
+		tbucket_init(&d->bucket, GW_DNS_RATE, GW_DNS_BURST, monotonic_ms());
 		sb->dns = d;
 	}
 	return sb->dns;
@@ -348,7 +348,7 @@ gw_dns_query(struct gw_sandbox *sb, const uint8_t *buf, size_t len,
 	char			*cause = NULL, qname[DNS_TEXT_MAX], host[256], why[128];
 
 	sb->counters.dns_queries++;
-	if (!gw_bucket_take(&d->bucket, 1)) {
+	if (!tbucket_take(&d->bucket, 1, monotonic_ms())) {
 		gw_dns_limited(d, buf, len, from, fromlen);
 		return;
 	}

@@ -382,7 +382,7 @@ gw_proxy_accept(struct gw_sandbox *sb, int fd)
 
 	TAILQ_FOREACH(c, &sb->conns, entry)
 		n++;
-	if (n >= GW_CONNS_MAX || !gw_bucket_take(&sb->accept_bucket, 1)) {
+	if (n >= GW_CONNS_MAX || !tbucket_take(&sb->accept_bucket, 1, monotonic_ms())) {
 		close(fd);
 		sb->counters.conns++;
 		sb->counters.conns_denied++;
@@ -681,11 +681,11 @@ gw_decide_l4(struct gw_conn *c, const char *why)
 	if (host != NULL)
 		snprintf(c->name, sizeof(c->name), "%s", host);
 	gw_conn_set_ratelim(c, gw_ratelim_get(c->sb, rule));
-	if (c->rl != NULL && !gw_bucket_take(&c->rl->req, 1)) {
+	if (c->rl != NULL && !tbucket_take(&c->rl->req, 1, monotonic_ms())) {
 		gw_conn_deny(c, "rule rate limit");
 		return;
 	}
-	if (!gw_bucket_take(&c->sb->req_bucket, 1)) {
+	if (!tbucket_take(&c->sb->req_bucket, 1, monotonic_ms())) {
 		gw_conn_deny(c, "sandbox rate limit");
 		return;
 	}

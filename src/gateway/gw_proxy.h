@@ -63,7 +63,7 @@ enum gw_conn_state {
 /* Per-rule limits of the current policy; connections hold references. */
 struct gw_ratelim {
 	int					 refs;
-	struct gw_bucket			 req;
+	struct tbucket			 req;
 	struct bufferevent_rate_limit_group	*bytes;	/* NULL without a bps limit */
 };
 

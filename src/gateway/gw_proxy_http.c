@@ -325,7 +325,7 @@ gw_http_next_request(struct gw_conn *c)
 		goto gone;
 	}
 	rl = gw_ratelim_get(sb, v.rule);
-	if (!gw_bucket_take(&sb->req_bucket, 1) || (rl != NULL && !gw_bucket_take(&rl->req, 1))) {
+	if (!tbucket_take(&sb->req_bucket, 1, monotonic_ms()) || (rl != NULL && !tbucket_take(&rl->req, 1, monotonic_ms()))) {
 		gw_ratelim_unref(rl);
 		gw_http_deny(c, &head, &v, 429, "rate limit");
 		goto gone;

@@ -49,7 +49,7 @@ gw_ratelim_get(struct gw_sandbox *sb, const struct gw_rule *rule)
 	if ((rl = sb->rule_limits[i]) == NULL) {
 		rl = xcalloc(1, sizeof(*rl));
 		rl->refs = 1;	/* the sandbox's, until the next policy */
-		gw_bucket_init(&rl->req, rule->rate.rps, rule->rate.rps);
+		tbucket_init(&rl->req, rule->rate.rps, rule->rate.rps, monotonic_ms());
 		if (rule->rate.bps > 0)
 			rl->bytes = gw_ratelim_group(sb->w->base, rule->rate.bps, NULL);
 		sb->rule_limits[i] = rl;

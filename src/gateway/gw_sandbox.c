@@ -17,33 +17,6 @@
 #include "gateway/gw_resolve.h"
 #include "gateway/gw_sandbox.h"
 
-void
-gw_bucket_init(struct gw_bucket *b, double rate, double burst)
-{
-	b->rate = rate;
-	b->burst = burst > 0 ? burst : (rate > 1 ? rate : 1);
-	b->tokens = b->burst;
-	b->last_ms = monotonic_ms();
-}
-
-int
-gw_bucket_take(struct gw_bucket *b, double n)
-{
-	uint64_t now;
-
-	if (b->rate <= 0)
-		return 1;
-	now = monotonic_ms();
-	b->tokens += (double)(now - b->last_ms) * b->rate / 1000.0;
-	if (b->tokens > b->burst)
-		b->tokens = b->burst;
-	b->last_ms = now;
-	if (b->tokens < n)
-		return 0;
-	b->tokens -= n;
-	return 1;
-}
-
 struct gw_sandbox *
 gw_sandbox_find(struct gw_worker *w, const char *id)
 {
@@ -105,7 +78,7 @@ gw_sandbox_apply_policy(struct gw_sandbox *sb)
 {
 	const struct gw_policy *p = sb->policy;
 
-	gw_bucket_init(&sb->req_bucket, p->rate.rps, p->rate.rps);
+	tbucket_init(&sb->req_bucket, p->rate.rps, p->rate.rps, monotonic_ms());
 	gw_proxy_policy_changed(sb);
 }
 
@@ -183,7 +156,7 @@ gw_sandbox_attach(struct gw_worker *w, const char *id, const char *project, stru
 	sb->tcp_fd = tcp_fd;
 	sb->dns_fd = dns_fd;
 	sb->pins = gw_pins_new();
-	gw_bucket_init(&sb->accept_bucket, GW_ACCEPT_RATE, GW_ACCEPT_BURST);
+	tbucket_init(&sb->accept_bucket, GW_ACCEPT_RATE, GW_ACCEPT_BURST, monotonic_ms());
 	TAILQ_INIT(&sb->conns);
 	/* LEV_OPT_CLOSE_ON_FREE: the listener owns tcp_fd from here. */
 	sb->listener = evconnlistener_new(w->base, gw_sandbox_accept_cb, sb,

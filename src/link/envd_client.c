@@ -14,6 +14,7 @@
 #include "http/http_parse.h"
 #include "common/log.h"
 #include "common/ref.h"
+#include "common/tbucket.h"
 #include "common/util.h"
 #include "link/envd_client.h"
 
@@ -31,7 +32,13 @@ struct envd_req {
 	struct agent_client	*ac;
 	int			 open_done;	/* the channel reported the stream's open */
 	int			 cancelled, done_ran;
+	/* envd_req_pace: the budget, and who holds reading (the caller, the budget). */
+	struct tbucket		*budget;
+	struct event		*pace;
+	int			 held_by_caller, held_by_budget;
 };
+
+static void pace_stop(struct envd_req *);
 
 static void
 envd_release(void *arg)
@@ -44,6 +51,7 @@ envd_release(void *arg)
 	 */
 	if (!r->open_done)
 		agent_client_cancel(r->ac, r);
+	pace_stop(r);
 	free(r);
 }
 
@@ -57,10 +65,66 @@ envd_head(struct http_creq *hr, int status, const char *ctype, void *arg)
 }
 
 static void
+reading_apply(struct envd_req *r)
+{
+	http_creq_pause(r->hr, r->held_by_caller || r->held_by_budget);
+}
+
+static void
+pace_stop(struct envd_req *r)
+{
+	if (r->pace != NULL)
+		event_free(r->pace);
+	r->pace = NULL;
+	r->budget = NULL;
+}
+
+static void
+pace_arm(struct envd_req *r, uint64_t wait_ms)
+{
+	struct timeval tv = { (time_t)(wait_ms / 1000), (suseconds_t)(wait_ms % 1000) * 1000 };
+
+	event_add(r->pace, &tv);
+}
+
+/* The budget's timer: read again once it is out of debt. */
+static void
+pace_wake(evutil_socket_t fd, short what, void *arg)
+{
+	struct envd_req *r = arg;
+	uint64_t wait;
+
+	if (r->budget == NULL || r->cancelled || r->done_ran)
+		return;
+	if ((wait = tbucket_wait_ms(r->budget, monotonic_ms())) > 0) {
+		pace_arm(r, wait);
+		return;
+	}
+	r->held_by_budget = 0;
+	reading_apply(r);
+}
+
+/* Charge a chunk read; in debt, stop reading and wake when it is paid. */
+static void
+pace_charge(struct envd_req *r, size_t n)
+{
+	uint64_t now = monotonic_ms(), wait;
+
+	tbucket_charge(r->budget, (double)n, now);
+	if (r->held_by_budget || (wait = tbucket_wait_ms(r->budget, now)) == 0)
+		return;
+	r->held_by_budget = 1;
+	reading_apply(r);
+	pace_arm(r, wait);
+}
+
+static void
 envd_data(struct http_creq *hr, const char *data, size_t n, void *arg)
 {
 	struct envd_req *r = arg;
 
+	if (r->budget != NULL)
+		pace_charge(r, n);
 	if (r->cb.data != NULL)
 		r->cb.data(r, data, n, r->arg);
 }
@@ -70,6 +134,8 @@ envd_done(struct http_creq *hr, const char *error, void *arg)
 {
 	struct envd_req *r = arg;
 
+	if (r->pace != NULL)
+		event_del(r->pace);
 	if (r->cb.done != NULL)
 		r->cb.done(r, error, r->arg);
 	r->done_ran = 1;
@@ -162,7 +228,19 @@ envd_req_pending(const struct envd_req *r)
 void
 envd_req_pause(struct envd_req *r, int paused)
 {
-	http_creq_pause(r->hr, paused);
+	r->held_by_caller = paused != 0;
+	reading_apply(r);
+}
+
+void
+envd_req_pace(struct envd_req *r, struct tbucket *b)
+{
+	if (b == NULL || b->rate <= 0 || r->cancelled || r->done_ran)
+		return;
+	r->budget = b;
+	if (r->pace == NULL)
+		r->pace = xnonnull(evtimer_new(bufferevent_get_base(http_creq_bev(r->hr)),
+		    pace_wake, r), "evtimer_new");
 }
 
 void
@@ -171,6 +249,8 @@ envd_req_cancel(struct envd_req *r)
 	if (r == NULL || r->cancelled || r->done_ran)
 		return;
 	r->cancelled = 1;
+	if (r->pace != NULL)
+		event_del(r->pace);
 	if (r->wrap_free != NULL)
 		r->wrap_free(r->arg);
 	http_creq_cancel(r->hr);

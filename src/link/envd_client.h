@@ -60,6 +60,16 @@ void envd_req_end(struct envd_req *r);
 size_t envd_req_pending(const struct envd_req *r);
 /* Stop reading the response (back-pressure) or continue. */
 void envd_req_pause(struct envd_req *r, int paused);
+/*
+ * Pace r's answer by a byte budget it may share with other requests (a
+ * sandbox's streams): each chunk read is charged to b, and while b is in
+ * debt r stops reading until a timer finds it out, so the agent holds the
+ * process writing it (back-pressure reaches the guest). Independent of
+ * envd_req_pause: r reads when neither holds it. b must stay valid while
+ * r can still deliver data (until its done callback or a cancel).
+ */
+struct tbucket;
+void envd_req_pace(struct envd_req *r, struct tbucket *b);
 /* Abort: no more callbacks; the stream is reset. */
 void envd_req_cancel(struct envd_req *r);
 

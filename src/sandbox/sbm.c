@@ -125,6 +125,18 @@ sb_streams(const struct sandbox *sb)
 	return sb->streams;
 }
 
+struct tbucket *
+sb_stream_budget(struct sandbox *sb)
+{
+	double rate = (double)sb->m->cfg->stream_rate_per_sandbox * 1024;
+
+	if (!sb->stream_budget_set) {
+		tbucket_init(&sb->stream_budget, rate, rate, monotonic_ms());
+		sb->stream_budget_set = 1;
+	}
+	return &sb->stream_budget;
+}
+
 int
 sb_execs(const struct sandbox *sb)
 {

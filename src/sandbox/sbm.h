@@ -302,6 +302,12 @@ void sb_exec_begin(struct sandbox *sb);
 void sb_exec_end(struct sandbox *sb);
 int sb_streams(const struct sandbox *sb);
 int sb_execs(const struct sandbox *sb);
+/*
+ * The byte budget all of the sandbox's API streams share
+ * (stream_rate_per_sandbox KiB/s, a second's worth of burst), for
+ * envd_req_pace; valid as long as the caller holds a reference to sb.
+ */
+struct tbucket *sb_stream_budget(struct sandbox *sb);
 
 /* Keep a sandbox struct alive across async work (it may be deleted meanwhile). */
 void sb_ref(struct sandbox *sb);

@@ -22,6 +22,7 @@
 #include "common/json_time.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/tbucket.h"
 #include "common/util.h"
 #include "net/net_island.h"
 #include "egress/egress_policy.h"
@@ -119,6 +120,8 @@ struct sandbox {
 	void			(*net_then)(struct sandbox *, const char *);	/* attach pending */
 	int			 streams;	/* open exec/watch/file streams */
 	int			 execs;		/* of which exec starts (admission) */
+	struct tbucket		 stream_budget;	/* sb_stream_budget: output bytes of its streams */
+	int			 stream_budget_set;
 	int64_t			 last_active;
 	struct envd_req		*cpu_req;	/* idle check: GET /metrics in flight */
 	int64_t			 cpu_asked_ms;	/* when the previous one was sent */

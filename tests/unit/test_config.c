@@ -139,9 +139,10 @@ static void
 test_fairness(void)
 {
 	const char text[] = "max_execs_per_sandbox = 8\nmax_streams_per_sandbox = 16\n"
-	    "cpu_weight = 200\ncpu_limit_pct = 50\nrestart_max = 5\nrestart_window_s = 60\n";
+	    "stream_rate_per_sandbox = 0\ncpu_weight = 200\ncpu_limit_pct = 50\nrestart_max = 5\nrestart_window_s = 60\n";
 	static const char *const bad[] = {
 		"max_execs_per_sandbox = 0\n", "max_streams_per_sandbox = 1025\n",
+		"stream_rate_per_sandbox = -1\n", "stream_rate_per_sandbox = 4194305\n",
 		"cpu_weight = 0\n", "cpu_weight = 10001\n", "cpu_limit_pct = 0\n",
 		"cpu_limit_pct = 101\n", "restart_max = 0\n", "restart_window_s = x\n",
 	};
@@ -151,12 +152,13 @@ test_fairness(void)
 
 	config_defaults(&c);
 	CHECK(c.max_execs_per_sandbox == 64 && c.max_streams_per_sandbox == 64);
+	CHECK(c.stream_rate_per_sandbox == 2048);
 	CHECK(c.cpu_weight == 100 && c.cpu_limit_pct == 100);
 	CHECK(c.restart_max == 3 && c.restart_window_s == 600);
 	config_free(&c);
 	CHECK(load(text, sizeof(text) - 1, &c, &cause) == 0);
 	CHECK(c.max_execs_per_sandbox == 8 && c.max_streams_per_sandbox == 16 &&
-	    c.cpu_weight == 200 && c.cpu_limit_pct == 50 && c.restart_max == 5 &&
+	    c.stream_rate_per_sandbox == 0 && c.cpu_weight == 200 && c.cpu_limit_pct == 50 && c.restart_max == 5 &&
 	    c.restart_window_s == 60);
 	config_free(&c);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
