@@ -63,11 +63,11 @@ static void
 worker_measure(struct worker_role *wr)
 {
 	struct sbm_usage u;
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 
 	sbm_usage(wr->sbm, &u);
 	wr->w.vcpus = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	wr->w.memory_mb = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 0;
+	/* What it gives its VMs, as its creates are admitted (placement sees the same). */
+	wr->w.memory_mb = sbm_memory_cap_mb(wr->sbm);
 	wr->w.used_vcpus = u.vcpus;
 	wr->w.used_memory_mb = u.memory_mb;
 	wr->w.sandboxes = u.sandboxes;

@@ -33,6 +33,7 @@ static const struct cfg_entry cfg_table[] = {
 	{ "sweep_interval_s", "AIRLOCK_SWEEP_INTERVAL_S", CFG_INT, OFF(sweep_interval_s), 1, 3600 },
 	{ "idle_cpu_pct", "AIRLOCK_IDLE_CPU_PCT", CFG_INT, OFF(idle_cpu_pct), 0, 100 },
 	{ "max_sandboxes", "AIRLOCK_MAX_SANDBOXES", CFG_INT, OFF(max_sandboxes), 1, 100000 },
+	{ "max_memory_mb", "AIRLOCK_MAX_MEMORY_MB", CFG_INT, OFF(max_memory_mb), 0, 1L << 30 },
 	{ "max_parallel_boots", "AIRLOCK_MAX_PARALLEL_BOOTS", CFG_INT, OFF(max_parallel_boots), 0, 1024 },
 	{ "http_conns_max", "AIRLOCK_HTTP_CONNS_MAX", CFG_INT, OFF(http_conns_max), 64, 262144 },
 	{ "http_conns_per_addr", "AIRLOCK_HTTP_CONNS_PER_ADDR", CFG_INT, OFF(http_conns_per_addr),

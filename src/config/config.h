@@ -67,6 +67,12 @@ struct config {
 	int		 sweep_interval_s;	/* idle and lifetime checks */
 	int		 idle_cpu_pct;		/* guest CPU (% of one vCPU) that is activity; 0: ignore */
 	int		 max_sandboxes;
+	/*
+	 * Guest memory (MiB) this host's VMs may hold together: sandboxes,
+	 * pool members, forks (sbm_worker.c); 0: the host's RAM less an
+	 * eighth (at least 1 GiB) for itself. Creates past it answer 503.
+	 */
+	int		 max_memory_mb;
 	int		 max_parallel_boots;	/* 0: one per CPU */
 	int		 http_conns_max;	/* API connections (docs/security.md) */
 	int		 http_conns_per_addr;	/* per client IPv4 / IPv6 /64; 0: no cap */

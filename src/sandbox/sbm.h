@@ -114,6 +114,15 @@ struct sbm_usage {
 	unsigned	 pool_ready;
 };
 void sbm_usage(struct sbm *m, struct sbm_usage *u);
+/* The guest memory the host's VMs may hold together (max_memory_mb, resolved). */
+uint64_t sbm_memory_cap_mb(const struct sbm *m);
+/*
+ * Room for mb more MiB of guest memory beside what the host's VMs hold
+ * and what creates and resumes in flight will: 0, else -1 with 503 and a
+ * cause naming the numbers. Memory is never overcommitted: a pool claim
+ * takes a member's memory, so it needs no room.
+ */
+int sbm_memory_admit(struct sbm *m, uint64_t mb, int *status, char **cause);
 /* The snapshot ABI: QEMU build, machine, CPU model, accelerator, kernel (a new object). */
 json_t *sbm_abi(struct sbm *m);
 /* The worker this manager is (its sandboxes' store rows carry it): "" in direct mode. */

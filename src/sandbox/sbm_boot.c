@@ -541,11 +541,18 @@ void
 sb_op_resume_suspended(struct sandbox *sb)
 {
 	char *cause = NULL;
+	int status;
 
 	/* A resume makes a new disk and RAM file: below the floor it stays suspended, untouched. */
 	if (stor_floor_check((uint64_t)sb->m->cfg->disk_free_floor_mb << 20, "resume",
 	    &cause) == -1) {
 		sb_op_finish(sb, cause, 507);
+		free(cause);
+		return;
+	}
+	/* It gets its memory back: within what the host gives, or it stays suspended. */
+	if (sbm_memory_admit(sb->m, sb->rec.memory_mb, &status, &cause) == -1) {
+		sb_op_finish(sb, cause, status);
 		free(cause);
 		return;
 	}

@@ -114,15 +114,22 @@ sb_record_volumes(struct sbm *m, const struct sb_spec *sp, const char *origin,
 	return sb;
 }
 
+static unsigned
+spec_memory_mb(const struct sbm *m, const struct sb_spec *sp)
+{
+	return sp->memory_mb ? sp->memory_mb : (unsigned)m->cfg->default_memory_mb;
+}
+
 /* A template create; sp->network is set. */
 static struct sandbox *
 sb_create_template(struct sbm *m, const struct sb_spec *sp, const struct stat *st,
     sb_done_cb done, void *arg, int *status, char **cause)
 {
 	struct sandbox *sb;
+	char *why = NULL;
 	unsigned image_mb;
 	size_t nvol;
-	int fits;
+	int fits, tiered;
 
 	/*
 	 * The guest sees exactly its image as /dev/vda: that size bounds what
@@ -164,20 +171,21 @@ sb_create_template(struct sbm *m, const struct sb_spec *sp, const struct stat *s
 	if (nvol > 0 && !fits)
 		log_info("create %s: %zu volumes do not fit the %d read-write and %d read-only "
 		    "slots: cold boot", sp->template_name, nvol, VM_SLOTS_RW, VM_SLOTS_RO);
-	if (sp->rootfs == NULL && sp->disk_mb <= image_mb && fits && !sp->cold_only) {
-		char *why = NULL;
-
-		if ((sb = sbm_pool_claim(m, sp, done, arg, status, &why)) == NULL && why == NULL)
-			sb = sbm_spare_claim(m, sp, done, arg, status, &why);
-		if (sb == NULL && why != NULL) {
-			free(*cause);
-			*cause = why;
-			return NULL;
-		}
-		if (sb != NULL) {
-			sbm_template_used(m, sp->template_name);
-			return sb;
-		}
+	tiered = sp->rootfs == NULL && sp->disk_mb <= image_mb && fits && !sp->cold_only;
+	if (tiered) {
+		if ((sb = sbm_pool_claim(m, sp, done, arg, status, &why)) != NULL)
+			goto tier;
+		if (why != NULL)
+			goto refused;
+	}
+	/* Past a pool member, the create brings its own memory. */
+	if (sbm_memory_admit(m, spec_memory_mb(m, sp), status, cause) == -1)
+		return NULL;
+	if (tiered) {
+		if ((sb = sbm_spare_claim(m, sp, done, arg, status, &why)) != NULL)
+			goto tier;
+		if (why != NULL)
+			goto refused;
 	}
 	/* The volumes' attachments, checked (one writer) before anything boots. */
 	if ((sb = sb_record_volumes(m, sp, NULL, NULL, status, cause)) == NULL)
@@ -191,6 +199,13 @@ sb_create_template(struct sbm *m, const struct sb_spec *sp, const struct stat *s
 		sbm_template_used(m, sp->template_name);
 	sb_enqueue(sb, SB_OP_CREATE, done, arg);
 	return sb;
+tier:
+	sbm_template_used(m, sp->template_name);
+	return sb;
+refused:
+	free(*cause);
+	*cause = why;
+	return NULL;
 }
 
 static struct sandbox *sbm_create_admitted(struct sbm *, const struct sb_spec *, sb_done_cb,
@@ -203,7 +218,7 @@ sbm_create(struct sbm *m, const struct sb_spec *sp, sb_done_cb done, void *arg, 
 {
 	struct sandbox *sb;
 	unsigned vcpus = sp->vcpus ? sp->vcpus : (unsigned)m->cfg->default_vcpus;
-	unsigned mem = sp->memory_mb ? sp->memory_mb : (unsigned)m->cfg->default_memory_mb;
+	unsigned mem = spec_memory_mb(m, sp);
 
 	/* A template build's VM is the operator's, not a project's sandbox. */
 	if (sp->rootfs != NULL)

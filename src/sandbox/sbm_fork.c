@@ -343,7 +343,11 @@ sbm_fork(struct sbm *m, struct sandbox *src, int count, json_t *network, json_t 
 		    "(%d live)", count, m->cfg->max_sandboxes, sb_live_count(m));
 		return -1;
 	}
-	/* Each child may come to touch all of its RAM: admit what the host could hold. */
+	/* Each child's guest memory is committed, never overcommitted ... */
+	if (sbm_memory_admit(m, (uint64_t)count * src->rec.memory_mb, status, cause) == -1)
+		return -1;
+	*status = 429;
+	/* ... and each may come to touch all of it: admit what the host could hold now. */
 	avail = host_available_mb();
 	if (avail != 0 && (uint64_t)count * src->rec.memory_mb > avail) {
 		cause_set(cause, "count: %d children of %u MiB need up to %llu MiB; the host has "

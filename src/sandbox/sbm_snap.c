@@ -362,6 +362,8 @@ sb_create_from_snap(struct sbm *m, const struct sb_spec *sp, const char *name, s
 		cause_set(cause, "this host runs its maximum of %d sandboxes", m->cfg->max_sandboxes);
 		goto out;
 	}
+	if (sbm_memory_admit(m, sn.memory_mb, status, cause) == -1)
+		goto out;
 	*status = 507;
 	if (stor_floor_check((uint64_t)m->cfg->disk_free_floor_mb << 20, "create", cause) == -1)
 		goto out;

@@ -25,6 +25,45 @@ sbm_usage(struct sbm *m, struct sbm_usage *u)
 		u->pool_ready += (unsigned)p->nready;
 }
 
+uint64_t
+sbm_memory_cap_mb(const struct sbm *m)
+{
+	uint64_t ram_mb, keep;
+
+	if (m->cfg->max_memory_mb > 0)
+		return (uint64_t)m->cfg->max_memory_mb;
+	ram_mb = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) >> 20;
+	keep = ram_mb / 8 > 1024 ? ram_mb / 8 : 1024;
+	return ram_mb > keep ? ram_mb - keep : 0;
+}
+
+/* What VMs hold, and what creates and resumes already admitted will. */
+static uint64_t
+memory_committed_mb(struct sbm *m)
+{
+	struct sandbox *sb;
+	uint64_t mb = 0;
+
+	TAILQ_FOREACH(sb, &m->sandboxes, entry)
+		if (sb->vm != NULL || sb_is(sb, SB_CREATING) || sb_is(sb, SB_RESUMING))
+			mb += sb->rec.memory_mb;
+	return mb;
+}
+
+int
+sbm_memory_admit(struct sbm *m, uint64_t mb, int *status, char **cause)
+{
+	uint64_t cap = sbm_memory_cap_mb(m), held = memory_committed_mb(m);
+
+	if (held + mb <= cap)
+		return 0;
+	*status = 503;
+	cause_set(cause, "this host's sandboxes hold %llu of the %llu MiB of guest memory it "
+	    "gives (max_memory_mb): %llu MiB more would overcommit it",
+	    (unsigned long long)held, (unsigned long long)cap, (unsigned long long)mb);
+	return -1;
+}
+
 json_t *
 sbm_abi(struct sbm *m)
 {

@@ -142,7 +142,7 @@ test_fairness(void)
 	    "stream_rate_per_sandbox = 0\ncpu_weight = 200\ncpu_limit_pct = 50\nrestart_max = 5\nrestart_window_s = 60\n";
 	static const char *const bad[] = {
 		"max_execs_per_sandbox = 0\n", "max_streams_per_sandbox = 1025\n",
-		"stream_rate_per_sandbox = -1\n", "stream_rate_per_sandbox = 4194305\n",
+		"stream_rate_per_sandbox = -1\n", "max_memory_mb = -1\n", "stream_rate_per_sandbox = 4194305\n",
 		"cpu_weight = 0\n", "cpu_weight = 10001\n", "cpu_limit_pct = 0\n",
 		"cpu_limit_pct = 101\n", "restart_max = 0\n", "restart_window_s = x\n",
 	};
