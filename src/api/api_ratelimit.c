@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/api_ratelimit.h"
+#include "common/tbucket.h"
 #include "common/util.h"
 
 #define RL_BUCKETS	256
@@ -17,8 +18,7 @@
 struct rl_entry {
 	struct rl_entry	*next;
 	char		 id[RL_ID_MAX];
-	double		 tokens;
-	uint64_t	 at_ms;		/* when tokens was computed */
+	struct tbucket	 b;
 };
 
 struct api_ratelimit {
@@ -63,17 +63,6 @@ rl_hash(const char *s)
 	return h % RL_BUCKETS;
 }
 
-static void
-rl_refill(const struct api_ratelimit *rl, struct rl_entry *e, uint64_t now_ms)
-{
-	if (now_ms > e->at_ms) {
-		e->tokens += (double)(now_ms - e->at_ms) * rl->rate / 1000.0;
-		if (e->tokens > rl->burst)
-			e->tokens = rl->burst;
-	}
-	e->at_ms = now_ms;
-}
-
 int
 api_ratelimit_take(struct api_ratelimit *rl, const char *key_id, uint64_t now_ms,
     uint64_t *retry_ms)
@@ -84,11 +73,10 @@ api_ratelimit_take(struct api_ratelimit *rl, const char *key_id, uint64_t now_ms
 	if (rl == NULL || rl->rate <= 0)
 		return 0;
 	for (pp = &rl->tab[rl_hash(key_id)]; (e = *pp) != NULL;) {
-		rl_refill(rl, e, now_ms);
 		if (found == NULL && strncmp(e->id, key_id, sizeof(e->id)) == 0) {
 			found = e;
 			pp = &e->next;
-		} else if (e->tokens >= rl->burst) {
+		} else if (tbucket_full(&e->b, now_ms)) {
 			*pp = e->next;		/* full: as if never seen */
 			free(e);
 			rl->n--;
@@ -98,17 +86,14 @@ api_ratelimit_take(struct api_ratelimit *rl, const char *key_id, uint64_t now_ms
 	if (found == NULL) {
 		found = xcalloc(1, sizeof(*found));
 		snprintf(found->id, sizeof(found->id), "%s", key_id);
-		found->tokens = rl->burst;
-		found->at_ms = now_ms;
+		tbucket_init(&found->b, rl->rate, rl->burst, now_ms);
 		found->next = rl->tab[rl_hash(key_id)];
 		rl->tab[rl_hash(key_id)] = found;
 		rl->n++;
 	}
-	if (found->tokens >= 1.0) {
-		found->tokens -= 1.0;
+	if (tbucket_take(&found->b, 1, now_ms))
 		return 0;
-	}
-	*retry_ms = (uint64_t)((1.0 - found->tokens) * 1000.0 / rl->rate) + 1;
+	*retry_ms = tbucket_wait_ms(&found->b, 1, now_ms);
 	return -1;
 }
 

@@ -1,4 +1,4 @@
-/* Token buckets: the gateway's request rates, the API's stream budgets. */
+/* Token buckets (tbucket.h). */
 #include "common/tbucket.h"
 
 void
@@ -42,13 +42,20 @@ tbucket_charge(struct tbucket *b, double n, uint64_t now_ms)
 }
 
 uint64_t
-tbucket_wait_ms(struct tbucket *b, uint64_t now_ms)
+tbucket_wait_ms(struct tbucket *b, double n, uint64_t now_ms)
 {
 	if (b->rate <= 0)
 		return 0;
 	refill(b, now_ms);
-	if (b->tokens >= 0)
+	if (b->tokens >= n)
 		return 0;
 	/* Rounded up: waking a little late is fine, early is a wasted wake-up. */
-	return (uint64_t)(-b->tokens * 1000.0 / b->rate) + 1;
+	return (uint64_t)((n - b->tokens) * 1000.0 / b->rate) + 1;
+}
+
+int
+tbucket_full(struct tbucket *b, uint64_t now_ms)
+{
+	refill(b, now_ms);
+	return b->tokens >= b->burst;
 }

@@ -1,5 +1,5 @@
 /*
- * Rate limits of the proxy. Requests per second: gw_bucket token buckets
+ * Rate limits of the proxy. Requests per second: token buckets (common/tbucket.h)
  * (the sandbox's in gw_sandbox, one per rule here). Bytes per second:
  * libevent rate-limit groups, the sandbox's on the guest side of every
  * connection and a rule's on the upstream side, so every byte passes both.

@@ -96,7 +96,7 @@ pace_wake(evutil_socket_t fd, short what, void *arg)
 
 	if (r->budget == NULL || r->cancelled || r->done_ran)
 		return;
-	if ((wait = tbucket_wait_ms(r->budget, monotonic_ms())) > 0) {
+	if ((wait = tbucket_wait_ms(r->budget, 0, monotonic_ms())) > 0) {
 		pace_arm(r, wait);
 		return;
 	}
@@ -111,7 +111,7 @@ pace_charge(struct envd_req *r, size_t n)
 	uint64_t now = monotonic_ms(), wait;
 
 	tbucket_charge(r->budget, (double)n, now);
-	if (r->held_by_budget || (wait = tbucket_wait_ms(r->budget, now)) == 0)
+	if (r->held_by_budget || (wait = tbucket_wait_ms(r->budget, 0, now)) == 0)
 		return;
 	r->held_by_budget = 1;
 	reading_apply(r);

@@ -35,16 +35,21 @@ test_charge_and_wait(void)
 	struct tbucket b;
 
 	tbucket_init(&b, 1000, 1000, 0);	/* 1000 bytes/s */
-	CHECK(tbucket_wait_ms(&b, 0) == 0);
+	CHECK(tbucket_wait_ms(&b, 0, 0) == 0);
 	tbucket_charge(&b, 1500, 0);		/* 500 in debt: half a second */
-	CHECK(tbucket_wait_ms(&b, 0) >= 500 && tbucket_wait_ms(&b, 0) <= 501);
-	CHECK(tbucket_wait_ms(&b, 250) >= 250 && tbucket_wait_ms(&b, 250) <= 251);
-	CHECK(tbucket_wait_ms(&b, 500) == 0);
+	CHECK(tbucket_wait_ms(&b, 0, 0) >= 500 && tbucket_wait_ms(&b, 0, 0) <= 501);
+	CHECK(tbucket_wait_ms(&b, 0, 250) >= 250 && tbucket_wait_ms(&b, 0, 250) <= 251);
+	CHECK(tbucket_wait_ms(&b, 0, 500) == 0);
 	CHECK(tbucket_take(&b, 1, 500) == 0);	/* out of debt, not yet refilled */
 	CHECK(tbucket_take(&b, 1, 502) == 1);
+	/* How long until it holds n. */
+	CHECK(tbucket_wait_ms(&b, 100, 502) >= 98 && tbucket_wait_ms(&b, 100, 502) <= 100);
+	CHECK(!tbucket_full(&b, 502) && tbucket_full(&b, 10000));
+	tbucket_charge(&b, 1000, 10000);
+	CHECK(tbucket_wait_ms(&b, 0, 10000) == 0 && tbucket_wait_ms(&b, 1, 10000) >= 1);
 	/* A clock that steps back (a caller's stale now) refills nothing. */
 	tbucket_charge(&b, 10, 400);
-	CHECK(tbucket_wait_ms(&b, 400) > 0);
+	CHECK(tbucket_wait_ms(&b, 0, 400) > 0);
 }
 
 static void
@@ -54,7 +59,7 @@ test_unlimited(void)
 
 	tbucket_init(&b, 0, 0, 0);
 	tbucket_charge(&b, 1e12, 0);
-	CHECK(tbucket_wait_ms(&b, 0) == 0);
+	CHECK(tbucket_wait_ms(&b, 0, 0) == 0);
 	CHECK(tbucket_take(&b, 1e12, 0) == 1);
 }
 
