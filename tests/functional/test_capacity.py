@@ -9,16 +9,9 @@ Usage: test_capacity.py AIRLOCKD [DATA_ROOT]"""
 import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon_client import ApiError, check, main
+from daemon_client import check, main, refused
 
 SHAPE = {"template": "base", "vcpus": 1, "memory_mb": 256}
-
-def refused(fn):
-    try:
-        fn()
-    except ApiError as e:
-        return e
-    return None
 
 def over_cap(e):
     return e is not None and e.status == 503 and isinstance(e.body, dict) and \

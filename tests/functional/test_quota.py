@@ -11,14 +11,7 @@ Usage: test_quota.py AIRLOCKD [DATA_ROOT]"""
 import json, os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon_client import ApiError, Client, check, main
-
-def refused(fn):
-    try:
-        fn()
-    except ApiError as e:
-        return e
-    return None
+from daemon_client import Client, check, main, refused
 
 def test_quota(d, admin):
     q = admin.call("PUT", "/v1/projects/team/quota", {"max_sandboxes": 2, "max_vcpus": 4})

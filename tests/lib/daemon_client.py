@@ -62,6 +62,14 @@ class ApiError(Exception):
         super().__init__(f"HTTP {status}: {body}")
         self.status, self.body = status, body
 
+def refused(fn):
+    """The ApiError fn() raised, or None when it succeeded."""
+    try:
+        fn()
+    except ApiError as e:
+        return e
+    return None
+
 class Client:
     def __init__(self, port, key, timeout=600):
         self.port, self.key, self.timeout = port, key, timeout
