@@ -58,6 +58,7 @@
 #include "images/oci_import.h"
 #include "images/template_build.h"
 #include "link/envd_client.h"
+#include "common/tbucket.h"
 #include "sandbox/sbm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -82,6 +83,7 @@ void __wrap_envd_req_write(struct envd_req *r, const void *data, size_t n);
 void __wrap_envd_req_end(struct envd_req *r);
 size_t __wrap_envd_req_pending(const struct envd_req *r);
 void __wrap_envd_req_pause(struct envd_req *r, int paused);
+void __wrap_envd_req_pace(struct envd_req *r, struct tbucket *b);
 void __wrap_envd_req_cancel(struct envd_req *r);
 struct envd_req *__wrap_envd_call_json(struct agent_client *ac, const char *method,
     const char *target, json_t *body, const char *const *extra_headers, envd_json_cb cb,
@@ -636,6 +638,15 @@ sb_execs(const struct sandbox *sb)
 	return sb->execs;
 }
 
+/* No budget: the fake agent's streams are paced by nothing. */
+struct tbucket *
+sb_stream_budget(struct sandbox *sb)
+{
+	static struct tbucket unlimited;
+
+	return &unlimited;
+}
+
 void
 sb_ref(struct sandbox *sb)
 {
@@ -859,6 +870,13 @@ size_t __wrap_envd_req_pending(const struct envd_req *r) { return 0; }
 
 void
 __wrap_envd_req_pause(struct envd_req *r, int paused)
+{
+	if (r->dead)
+		abort();
+}
+
+void
+__wrap_envd_req_pace(struct envd_req *r, struct tbucket *b)
 {
 	if (r->dead)
 		abort();
