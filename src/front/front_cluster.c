@@ -34,6 +34,7 @@ struct front_cluster {
 	struct store_worker	*workers;	/* by name, refreshed each FRONT_WORKERS_REFRESH_MS */
 	size_t			 nworkers;
 	int64_t			 refreshed_ms;
+	struct place_holds	 holds;		/* memory of creates sent, not yet in a heartbeat */
 };
 
 struct front_cluster *
@@ -265,6 +266,7 @@ struct place {
 	char			**hdrs;
 	char			 names[PLACE_TRIES][STORE_ID_MAX];
 	size_t			 n, at;		/* candidates, the one being tried */
+	uint64_t		 mb;		/* the create's memory, held on the worker tried */
 	struct http_creq	*cr;
 	int			 status;
 	char			*ctype;
@@ -342,6 +344,7 @@ place_done(struct http_creq *cr, const char *error, void *arg)
 	 * success or the caller's mistake, is the answer.
 	 */
 	if (error != NULL || pl->status == 0 || pl->status == 503) {
+		place_unhold(&pl->fc->holds, pl->names[pl->at], pl->mb);
 		log_warnx("front: create on worker %s: %s; %s", pl->names[pl->at],
 		    error != NULL ? error : "503", pl->at + 1 < pl->n ? "next worker" : "no more");
 		if (++pl->at < pl->n) {
@@ -388,6 +391,7 @@ place_try(struct place *pl)
 	spec.peer = "the sandbox worker";
 	spec.body = http_req_body(pl->req, &len);
 	spec.body_len = (ssize_t)len;
+	place_hold(&pl->fc->holds, w->name, pl->mb, store_now_ms());
 	pl->cr = http_client_start(bev, &spec, &cbs, pl);
 }
 
@@ -485,6 +489,32 @@ owner_live(struct front_cluster *fc, struct http_req *req, const char *what, con
 }
 
 /*
+ * front_place over the workers as this replica sees them: their used
+ * memory plus what it holds for creates it sent since their heartbeat.
+ * Names, not pointers: a refresh of the workers may come between tries.
+ */
+static size_t
+place_candidates(struct front_cluster *fc, const struct place_want *want,
+    const struct store_worker **cand, char names[][STORE_ID_MAX])
+{
+	struct store_worker *view;
+	int64_t now = store_now_ms();
+	size_t i, n;
+
+	if (fc->nworkers == 0)
+		return 0;
+	view = xcalloc(fc->nworkers, sizeof(*view));
+	memcpy(view, fc->workers, fc->nworkers * sizeof(*view));	/* shallow: read only */
+	for (i = 0; i < fc->nworkers; i++)
+		view[i].used_memory_mb += place_held_mb(&fc->holds, view[i].name, now);
+	n = front_place(view, fc->nworkers, want, now, cand, PLACE_TRIES);
+	for (i = 0; i < n; i++)
+		snprintf(names[i], STORE_ID_MAX, "%s", cand[i]->name);
+	free(view);
+	return n;
+}
+
+/*
  * The body is in: where it goes, then the first try. A create from a named
  * snapshot, or one that attaches a volume, goes to the worker that holds
  * it (the snapshot's, when both: that worker refuses a volume it lacks);
@@ -502,13 +532,16 @@ place_body(struct http_req *req, void *arg)
 	char tmpl[STORE_ID_MAX], vol[STORE_ID_MAX], owner[STORE_ID_MAX];
 	const char *what = NULL, *name = NULL, *vname;
 	json_t *body;
-	size_t i, len;
+	size_t len;
 	const char *raw = http_req_body(req, &len);
 
 	body = json_loadb(raw != NULL ? raw : "", len, 0, NULL);
 	create_template(body, tmpl);
-	if (json_integer_value(json_object_get(body, "memory_mb")) > 0)
-		want.memory_mb = (uint64_t)json_integer_value(json_object_get(body, "memory_mb"));
+	/* Without one, the worker's default: the replica's is the best guess. */
+	want.memory_mb = json_integer_value(json_object_get(body, "memory_mb")) > 0 ?
+	    (uint64_t)json_integer_value(json_object_get(body, "memory_mb")) :
+	    (uint64_t)pl->fc->cfg->default_memory_mb;
+	pl->mb = want.memory_mb;
 	vname = json_string_value(json_object_get(json_array_get(json_object_get(body, "volumes"),
 	    0), "name"));
 	snprintf(vol, sizeof(vol), "%s", vname != NULL && strlen(vname) < sizeof(vol) ? vname : "");
@@ -527,8 +560,7 @@ place_body(struct http_req *req, void *arg)
 		pl->n = 1;
 	} else {
 		want.template_name = tmpl[0] != '\0' ? tmpl : NULL;
-		pl->n = front_place(pl->fc->workers, pl->fc->nworkers, &want, store_now_ms(), cand,
-		    PLACE_TRIES);
+		pl->n = place_candidates(pl->fc, &want, cand, pl->names);
 	}
 	if (pl->n == 0) {
 		http_req_add_header(req, "Retry-After", "5");
@@ -536,9 +568,8 @@ place_body(struct http_req *req, void *arg)
 		place_free(pl);
 		return;
 	}
-	/* Names, not pointers: a refresh of the workers may come between tries. */
-	for (i = 0; i < pl->n; i++)
-		snprintf(pl->names[i], sizeof(pl->names[i]), "%s", cand[i]->name);
+	if (what != NULL)
+		snprintf(pl->names[0], sizeof(pl->names[0]), "%s", cand[0]->name);
 	pl->started = 1;
 	place_try(pl);
 }

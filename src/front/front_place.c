@@ -1,4 +1,5 @@
 /* Where a create goes among the cluster's workers (see front_place.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include <event2/util.h>
@@ -121,4 +122,57 @@ front_place(const struct store_worker *workers, size_t nworkers, const struct pl
 		n = max;
 	memcpy(out, all, n * sizeof(*out));
 	return n;
+}
+
+static void
+hold_drop(struct place_holds *ph, size_t i)
+{
+	ph->h[i] = ph->h[--ph->n];
+}
+
+void
+place_hold(struct place_holds *ph, const char *worker, uint64_t mb, int64_t now)
+{
+	size_t i, oldest = 0;
+
+	if (ph->n == FRONT_HOLDS_MAX) {
+		for (i = 1; i < ph->n; i++)
+			if (ph->h[i].until < ph->h[oldest].until)
+				oldest = i;
+		hold_drop(ph, oldest);
+	}
+	snprintf(ph->h[ph->n].worker, sizeof(ph->h[ph->n].worker), "%s", worker);
+	ph->h[ph->n].mb = mb;
+	ph->h[ph->n].until = now + FRONT_HOLD_MS;
+	ph->n++;
+}
+
+void
+place_unhold(struct place_holds *ph, const char *worker, uint64_t mb)
+{
+	size_t i;
+
+	for (i = 0; i < ph->n; i++)
+		if (ph->h[i].mb == mb && strcmp(ph->h[i].worker, worker) == 0) {
+			hold_drop(ph, i);
+			return;
+		}
+}
+
+uint64_t
+place_held_mb(struct place_holds *ph, const char *worker, int64_t now)
+{
+	uint64_t mb = 0;
+	size_t i;
+
+	for (i = 0; i < ph->n;) {
+		if (ph->h[i].until <= now) {
+			hold_drop(ph, i);
+			continue;
+		}
+		if (strcmp(ph->h[i].worker, worker) == 0)
+			mb += ph->h[i].mb;
+		i++;
+	}
+	return mb;
 }

@@ -36,4 +36,32 @@ int front_worker_live(const struct store_worker *w, int64_t now);
 size_t front_place(const struct store_worker *workers, size_t n, const struct place_want *want,
     int64_t now, const struct store_worker **out, size_t max);
 
+/*
+ * Memory this replica has sent creates for, not yet in the workers'
+ * heartbeats: each hold lasts FRONT_HOLD_MS (a heartbeat, the replica's
+ * refresh of the list and a margin), or until the create is refused.
+ * Placement sees a worker's used memory plus its holds, so a burst of
+ * creates between two heartbeats spreads instead of piling onto the
+ * worker that looked emptiest. The worker's own admission (max_memory_mb)
+ * is what never overcommits; this only aims better.
+ */
+#define FRONT_HOLD_MS	5000
+#define FRONT_HOLDS_MAX	256
+
+struct place_holds {
+	struct {
+		char		 worker[64];
+		uint64_t	 mb;
+		int64_t		 until;
+	}		 h[FRONT_HOLDS_MAX];
+	size_t		 n;
+};
+
+/* Hold mb on worker from now (the oldest hold goes when all are taken). */
+void place_hold(struct place_holds *ph, const char *worker, uint64_t mb, int64_t now);
+/* The create was refused: its hold goes at once. */
+void place_unhold(struct place_holds *ph, const char *worker, uint64_t mb);
+/* What worker holds for this replica at now (expired holds are dropped). */
+uint64_t place_held_mb(struct place_holds *ph, const char *worker, int64_t now);
+
 #endif

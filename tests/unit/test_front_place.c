@@ -141,11 +141,41 @@ test_two_choices(void)
 	clear(w, 4);
 }
 
+/* Holds: what a replica sent, counted until the heartbeat would have it. */
+static void
+test_holds(void)
+{
+	static struct place_holds ph;
+	size_t i;
+
+	place_hold(&ph, "w1", 512, 1000);
+	place_hold(&ph, "w1", 256, 2000);
+	place_hold(&ph, "w2", 128, 2000);
+	CHECK(place_held_mb(&ph, "w1", 2000) == 768);
+	CHECK(place_held_mb(&ph, "w2", 2000) == 128);
+	CHECK(place_held_mb(&ph, "w3", 2000) == 0);
+	/* A refused create's hold goes at once, and only it. */
+	place_unhold(&ph, "w1", 256);
+	CHECK(place_held_mb(&ph, "w1", 2000) == 512);
+	place_unhold(&ph, "w9", 512);
+	CHECK(place_held_mb(&ph, "w1", 2000) == 512);
+	/* Expired: dropped. */
+	CHECK(place_held_mb(&ph, "w1", 1000 + FRONT_HOLD_MS) == 0);
+	CHECK(place_held_mb(&ph, "w2", 2000 + FRONT_HOLD_MS) == 0 && ph.n == 0);
+	/* Full: the oldest goes. */
+	for (i = 0; i < FRONT_HOLDS_MAX + 1; i++)
+		place_hold(&ph, "w1", 1, (int64_t)i);
+	CHECK(ph.n == FRONT_HOLDS_MAX);
+	CHECK(place_held_mb(&ph, "w1", 0) == FRONT_HOLDS_MAX);
+	CHECK(place_held_mb(&ph, "w1", FRONT_HOLD_MS + 1) == FRONT_HOLDS_MAX - 1);
+}
+
 int
 main(void)
 {
 	T_RUN(test_eligible);
 	T_RUN(test_prefer);
 	T_RUN(test_two_choices);
+	T_RUN(test_holds);
 	return t_done();
 }
