@@ -71,6 +71,18 @@ def settled_fds(pid, want, wait_s=10):
         n = nfds(pid)
     return n
 
+def quiet_fds(pid, stable_s=2.0, wait_s=15):
+    """Its fd count once it has not changed for stable_s: a baseline taken
+    while the last API connection (through the front) was still closing
+    counted it, and the later count looked like fds had gone missing."""
+    n, since, end = nfds(pid), time.time(), time.time() + wait_s
+    while time.time() - since < stable_s and time.time() < end:
+        time.sleep(0.2)
+        m = nfds(pid)
+        if m != n:
+            n, since = m, time.time()
+    return n
+
 def procs_naming(sid):
     """Processes (a VMM) whose command line names the sandbox."""
     out = []
@@ -103,7 +115,7 @@ def test_gateway_killed(d, c):
     sh(c, a, "nohup sh /tmp/bg.sh >/dev/null 2>&1 &")
     time.sleep(2)
     _, before, _ = sh(c, a, "wc -l < /tmp/bg.log")
-    fds = settled_fds(d.proc.pid, 0, 1)
+    fds = quiet_fds(d.proc.pid)
     old = d.gateway_pids()
     check("one gateway before", len(old) == 1, old)
 
@@ -282,7 +294,7 @@ def test_lifecycle(d, c):
     sid, _ = create(c)
     gw = d.gateway_pids()
     check("attached", served(d) == {keep, sid}, served(d))
-    base = settled_fds(d.proc.pid, 0, 1)
+    base = quiet_fds(d.proc.pid)
     gw_base = nfds(gw[0]) if gw else -1
     for i in range(2):
         c.call("POST", f"/v1/sandboxes/{sid}/pause", {})
